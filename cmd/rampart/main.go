@@ -1,0 +1,46 @@
+// Command rampart is the one binary of the rampart edge appliance.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `rampart — eBPF-assisted L4/L7 edge appliance
+
+Usage:
+  rampart up        [flags]   all-in-one quickstart on loopback (demo config and upstreams)
+  rampart proxy     [flags]   serve traffic from signed snapshots in a directory
+  rampart snapshot build      validate, compile and sign a YAML config into a snapshot file
+  rampart snapshot verify     check a snapshot file; print its version and digest
+  rampart keygen    [flags]   make an Ed25519 key pair for signing snapshots
+
+Run 'rampart <command> -h' for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmds := map[string]func([]string) error{
+		"up":       cmdUp,
+		"proxy":    cmdProxy,
+		"snapshot": cmdSnapshot,
+		"keygen":   cmdKeygen,
+	}
+	name, args := os.Args[1], os.Args[2:]
+	if name == "-h" || name == "--help" || name == "help" {
+		fmt.Print(usage)
+		return
+	}
+	run, ok := cmds[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "rampart: unknown command %q\n\n%s", name, usage)
+		os.Exit(2)
+	}
+	if err := run(args); err != nil {
+		fmt.Fprintf(os.Stderr, "rampart %s: %v\n", name, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rampart-edge/rampart/l7/daemon"
+	"github.com/rampart-edge/rampart/l7/proxy"
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+func cmdProxy(args []string) error {
+	fs := flag.NewFlagSet("proxy", flag.ExitOnError)
+	dir := fs.String("snapshot-dir", "/var/lib/rampart/snapshots", "directory watched for *.snap files")
+	state := fs.String("state-dir", "/var/lib/rampart/proxy", "where the last-known-good snapshot is kept")
+	pubPath := fs.String("public-key", "/etc/rampart/snapshot.pub", "Ed25519 public key that signs snapshots (PEM)")
+	admin := fs.String("admin", "127.0.0.1:9901", "admin listener: /healthz /readyz /metrics /status")
+	accessLog := fs.String("access-log", "stdout", "access log: stdout, stderr, off, or a file path")
+	poll := fs.Duration("poll", 250*time.Millisecond, "snapshot dir poll period")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "time in-flight requests get on SIGTERM")
+	_ = fs.Parse(args)
+	pub, err := snapshot.ReadPublicKey(*pubPath)
+	if err != nil {
+		return err
+	}
+	alog, closeLog, err := openAccessLog(*accessLog)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return daemon.Run(ctx, daemon.Config{
+		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin,
+		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, Logger: newLogger(),
+		Started: func(p *proxy.Proxy, a net.Addr) {
+			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion)
+		},
+	})
+}
+
+func newLogger() *slog.Logger {
+	l := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	slog.SetDefault(l)
+	return l
+}
+
+func openAccessLog(where string) (io.Writer, func(), error) {
+	switch where {
+	case "stdout":
+		return os.Stdout, func() {}, nil
+	case "stderr":
+		return os.Stderr, func() {}, nil
+	case "off", "":
+		return nil, func() {}, nil
+	}
+	f, err := os.OpenFile(where, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open access log: %w", err)
+	}
+	return f, func() { _ = f.Close() }, nil
+}
+

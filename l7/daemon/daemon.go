@@ -1,0 +1,105 @@
+// Package daemon runs a proxy process: the snapshot watcher, the proxy
+// itself, the admin listener, and a clean drain when the context ends.
+package daemon
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rampart-edge/rampart/l7/proxy"
+	"github.com/rampart-edge/rampart/l7/snapdir"
+)
+
+// Config of a proxy process.
+type Config struct {
+	SnapshotDir  string
+	StateDir     string
+	PublicKey    ed25519.PublicKey
+	AdminAddr    string        // default 127.0.0.1:9901
+	AccessLog    io.Writer     // nil: off
+	Poll         time.Duration // snapshot dir poll period, default 250ms
+	DrainTimeout time.Duration // default 30s
+	// UnreadyDelay is how long /readyz reports unready before listeners
+	// stop accepting, so load balancers stop sending first. Default 0.
+	UnreadyDelay time.Duration
+	Logger       *slog.Logger
+	// Started, when set, is called once the admin listener is up and the
+	// first scan is done.
+	Started func(p *proxy.Proxy, admin net.Addr)
+}
+
+// Run serves until ctx ends, then drains and returns.
+func Run(ctx context.Context, c Config) error {
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if c.AdminAddr == "" {
+		c.AdminAddr = "127.0.0.1:9901"
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if len(c.PublicKey) != ed25519.PublicKeySize {
+		return errors.New("a snapshot public key is required")
+	}
+	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log})
+	w := &snapdir.Watcher{Dir: c.SnapshotDir, StateDir: c.StateDir, PublicKey: c.PublicKey,
+		Interval: c.Poll, Target: p, Log: log}
+	if err := w.LoadLastKnownGood(); err != nil {
+		log.Error("last-known-good snapshot not used", "err", err)
+	}
+
+	lc := net.ListenConfig{}
+	lc.SetMultipathTCP(false)
+	aln, err := lc.Listen(ctx, "tcp", c.AdminAddr)
+	if err != nil {
+		shutdown(p, c.DrainTimeout)
+		return fmt.Errorf("admin listener on %s: %w", c.AdminAddr, err)
+	}
+	admin := &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = admin.Serve(aln) }()
+
+	wctx, stopWatch := context.WithCancel(context.Background())
+	watchDone := make(chan struct{})
+	if c.SnapshotDir != "" {
+		w.Scan()
+		go func() { defer close(watchDone); _ = w.Run(wctx) }()
+	} else {
+		close(watchDone)
+	}
+	if p.Active() == nil {
+		log.Warn("no active snapshot yet: serving 503 until one arrives", "dir", c.SnapshotDir)
+	}
+	if c.Started != nil {
+		c.Started(p, aln.Addr())
+	}
+	<-ctx.Done()
+	log.Info("draining", "timeout", c.DrainTimeout.String())
+	stopWatch()
+	<-watchDone
+	p.MarkDraining()
+	if c.UnreadyDelay > 0 {
+		time.Sleep(c.UnreadyDelay)
+	}
+	err = shutdown(p, c.DrainTimeout)
+	_ = admin.Close()
+	if err != nil {
+		return fmt.Errorf("drain did not finish within %s: %w", c.DrainTimeout, err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func shutdown(p *proxy.Proxy, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return p.Shutdown(ctx)
+}

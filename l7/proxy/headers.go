@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// writeHead writes the upstream request line and header section. The path
+// is the normalised one the route was chosen on, so the upstream sees
+// exactly what was matched.
+func (f *forwarding) writeHead(bw *bufio.Writer) {
+	r := f.r
+	_, _ = bw.WriteString(r.Method)
+	_ = bw.WriteByte(' ')
+	_, _ = bw.WriteString(f.path)
+	if f.query != "" {
+		_ = bw.WriteByte('?')
+		_, _ = bw.WriteString(f.query)
+	}
+	_, _ = bw.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = bw.WriteString(r.Host)
+	_, _ = bw.WriteString("\r\n")
+	conn := r.Header["Connection"]
+	for k, vv := range r.Header {
+		if dropRequestHeader(k) || (len(conn) > 0 && listedIn(conn, k)) {
+			continue
+		}
+		if k == "Cookie" && len(vv) > 1 {
+			// HTTP/2 may split cookies; HTTP/1.1 wants one field (RFC 9113 §8.2.3).
+			writeField(bw, k, strings.Join(vv, "; "))
+			continue
+		}
+		for _, v := range vv {
+			writeField(bw, k, v)
+		}
+	}
+	_, _ = bw.WriteString("X-Forwarded-For: ")
+	for _, v := range r.Header["X-Forwarded-For"] {
+		_, _ = bw.WriteString(v)
+		_, _ = bw.WriteString(", ")
+	}
+	_, _ = bw.WriteString(clientIP(r.RemoteAddr))
+	if r.TLS != nil {
+		_, _ = bw.WriteString("\r\nX-Forwarded-Proto: https\r\n")
+	} else {
+		_, _ = bw.WriteString("\r\nX-Forwarded-Proto: http\r\n")
+	}
+	writeField(bw, "X-Forwarded-Host", r.Host)
+	writeField(bw, "X-Request-Id", f.reqID)
+	var num [20]byte
+	left := time.Until(f.deadline).Milliseconds()
+	if left < 1 {
+		left = 1
+	}
+	writeField(bw, "X-Rampart-Timeout-Ms", string(strconv.AppendInt(num[:0], left, 10)))
+	if f.hasBody {
+		if r.ContentLength > 0 {
+			writeField(bw, "Content-Length", string(strconv.AppendInt(num[:0], r.ContentLength, 10)))
+		} else {
+			_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
+		}
+	}
+	_, _ = bw.WriteString("\r\n")
+}
+
+func writeField(bw *bufio.Writer, k, v string) {
+	_, _ = bw.WriteString(k)
+	_, _ = bw.WriteString(": ")
+	_, _ = bw.WriteString(v)
+	_, _ = bw.WriteString("\r\n")
+}
+
+// dropRequestHeader names the fields a proxy must not pass on (hop-by-hop,
+// RFC 9110 §7.6.1) and those rampart writes itself.
+func dropRequestHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding",
+		"Upgrade", "Expect", "Content-Length", "Host", "X-Forwarded-For", "X-Forwarded-Proto",
+		"X-Forwarded-Host", "X-Request-Id", "X-Rampart-Timeout-Ms", "Http2-Settings":
+		return true
+	}
+	return false
+}
+
+// stripHopByHop removes hop-by-hop fields from an upstream response.
+func stripHopByHop(h http.Header) {
+	if conn := h["Connection"]; len(conn) > 0 {
+		for _, v := range conn {
+			for _, tok := range strings.Split(v, ",") {
+				if tok = strings.TrimSpace(tok); tok != "" {
+					delete(h, http.CanonicalHeaderKey(tok))
+				}
+			}
+		}
+	}
+	for _, k := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
+		delete(h, k)
+	}
+}
+
+// listedIn reports whether header k is named in a Connection field.
+func listedIn(conn []string, k string) bool {
+	for _, v := range conn {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func clientIP(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}

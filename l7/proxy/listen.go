@@ -1,0 +1,308 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// listener owns one listening socket and its accept loop. What it does with
+// a connection (limits, TLS, HTTP servers) belongs to its current
+// generation; a snapshot that changes a listener's settings starts a new
+// generation on the same socket, so no connection attempt is refused, and
+// the old generation drains its connections in the background.
+type listener struct {
+	p    *Proxy
+	name string
+	ln   net.Listener
+	gen  atomic.Pointer[generation]
+	done chan struct{}
+}
+
+// generation is a listener's settings and servers from one snapshot.
+type generation struct {
+	l    *listener
+	cfg  snapshot.Listener
+	key  string
+	tls  *tls.Config
+	h1   *http.Server
+	h2   *http2.Server
+	h1ln *chanListener
+	sem  chan struct{}
+
+	wg      sync.WaitGroup // handshakes and HTTP/2 connections
+	mu      sync.Mutex
+	h2conns map[net.Conn]struct{}
+}
+
+// settingsKey is everything about a listener, but its certificates (looked
+// up per handshake), that needs new servers when it changes.
+func settingsKey(l snapshot.Listener) string {
+	c := l
+	if c.TLS != nil {
+		t := *c.TLS
+		t.Certificates = nil
+		c.TLS = &t
+	}
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+func (p *Proxy) listen(cfg snapshot.Listener) (*listener, error) {
+	lc := net.ListenConfig{}
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp", cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("listener %q: listen on %s: %w", cfg.Name, cfg.Address, err)
+	}
+	l := &listener{p: p, name: cfg.Name, ln: ln, done: make(chan struct{})}
+	g, err := l.newGeneration(cfg)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	l.gen.Store(g)
+	go l.acceptLoop()
+	return l, nil
+}
+
+// Addr is the address the listener is bound to.
+func (l *listener) Addr() net.Addr { return l.ln.Addr() }
+
+func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
+	g := &generation{l: l, cfg: cfg, key: settingsKey(cfg),
+		sem: make(chan struct{}, cfg.MaxConnections), h2conns: map[net.Conn]struct{}{}}
+	g.h1ln = newChanListener(l.ln.Addr())
+	g.h1 = &http.Server{
+		Handler:           &entry{p: l.p, listener: cfg.Name},
+		ReadHeaderTimeout: time.Duration(cfg.ReadHeaderTimeoutMs) * time.Millisecond,
+		IdleTimeout:       time.Duration(cfg.IdleTimeoutMs) * time.Millisecond,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          l.p.stdErrorLog,
+		ConnState:         g.connState,
+	}
+	if cfg.TLS != nil {
+		g.tls = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: l.certificate}
+		if cfg.TLS.MinVersion == "1.3" {
+			g.tls.MinVersion = tls.VersionTLS13
+		}
+		if slices.Contains(cfg.Protocols, "h2") {
+			g.tls.NextProtos = append(g.tls.NextProtos, "h2")
+		}
+		if slices.Contains(cfg.Protocols, "http1") {
+			g.tls.NextProtos = append(g.tls.NextProtos, "http/1.1")
+		}
+		g.h2 = &http2.Server{
+			MaxConcurrentStreams:         uint32(cfg.H2MaxConcurrentStreams),
+			IdleTimeout:                  g.h1.IdleTimeout,
+			MaxUploadBufferPerStream:     256 << 10,
+			MaxUploadBufferPerConnection: 1 << 20,
+		}
+		if err := http2.ConfigureServer(g.h1, g.h2); err != nil {
+			return nil, fmt.Errorf("listener %q: configure http2: %w", cfg.Name, err)
+		}
+	}
+	go func() { _ = g.h1.Serve(g.h1ln) }()
+	return g, nil
+}
+
+// update moves the listener to cfg's settings if they changed; the old
+// generation drains in the background.
+func (l *listener) update(cfg snapshot.Listener) error {
+	old := l.gen.Load()
+	if old.key == settingsKey(cfg) {
+		return nil
+	}
+	g, err := l.newGeneration(cfg)
+	if err != nil {
+		return err
+	}
+	l.gen.Store(g)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		defer cancel()
+		old.shutdown(ctx)
+	}()
+	return nil
+}
+
+const drainTimeout = 30 * time.Second
+
+func (l *listener) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	rt := l.p.active.Load()
+	if rt == nil {
+		return nil, errors.New("no active snapshot")
+	}
+	lr := rt.listeners[l.name]
+	if lr == nil || lr.certs == nil {
+		return nil, fmt.Errorf("listener %q has no certificates in snapshot %s", l.name, rt.Snap.Version)
+	}
+	return lr.certs.get(hello.ServerName), nil
+}
+
+func (l *listener) acceptLoop() {
+	defer close(l.done)
+	var backoff time.Duration
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off, keep serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.p.errLog.Warn("accept failed", "listener", l.name, "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		l.gen.Load().accept(c)
+	}
+}
+
+func (g *generation) accept(c net.Conn) {
+	m := g.l.p.metrics
+	select {
+	case g.sem <- struct{}{}:
+	default:
+		m.connRejected.WithLabelValues(g.cfg.Name, "max_connections").Inc()
+		_ = c.Close()
+		return
+	}
+	if g.tls == nil {
+		m.connAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
+		if !g.h1ln.deliver(c) {
+			g.release()
+			_ = c.Close()
+		}
+		return
+	}
+	g.wg.Add(1)
+	go g.handshake(c)
+}
+
+func (g *generation) release() { <-g.sem }
+
+// connState frees a connection slot when the HTTP/1.1 server is done with
+// a connection.
+func (g *generation) connState(_ net.Conn, s http.ConnState) {
+	if s == http.StateClosed || s == http.StateHijacked {
+		g.release()
+	}
+}
+
+func (g *generation) handshake(c net.Conn) {
+	defer g.wg.Done()
+	m := g.l.p.metrics
+	tc := tls.Server(c, g.tls)
+	_ = c.SetDeadline(time.Now().Add(time.Duration(g.cfg.ReadHeaderTimeoutMs) * time.Millisecond))
+	if err := tc.Handshake(); err != nil {
+		m.connRejected.WithLabelValues(g.cfg.Name, "tls_handshake").Inc()
+		_ = c.Close()
+		g.release()
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	if tc.ConnectionState().NegotiatedProtocol != "h2" {
+		m.connAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
+		if !g.h1ln.deliver(tc) {
+			_ = tc.Close()
+			g.release()
+		}
+		return
+	}
+	m.connAccepted.WithLabelValues(g.cfg.Name, "h2").Inc()
+	defer g.release()
+	guard := newH2Guard(tc, g.cfg.H2MaxResetsPerSecond, func(reason string) {
+		m.h2Abuse.WithLabelValues(reason).Inc()
+		g.l.p.errLog.Warn("closing abusive HTTP/2 connection", "listener", g.cfg.Name,
+			"remote", c.RemoteAddr().String(), "reason", reason)
+	})
+	g.mu.Lock()
+	g.h2conns[guard] = struct{}{}
+	g.mu.Unlock()
+	g.h2.ServeConn(guard, &http2.ServeConnOpts{BaseConfig: g.h1, Handler: g.h1.Handler})
+	g.mu.Lock()
+	delete(g.h2conns, guard)
+	g.mu.Unlock()
+}
+
+// shutdown stops taking connections, lets HTTP/1.1 connections finish their
+// request and sends GOAWAY on HTTP/2 ones; when ctx ends it closes what is
+// left.
+func (g *generation) shutdown(ctx context.Context) {
+	g.h1ln.Close()
+	err := g.h1.Shutdown(ctx) // also starts HTTP/2 graceful shutdown (GOAWAY)
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.mu.Lock()
+		for c := range g.h2conns {
+			_ = c.Close()
+		}
+		g.mu.Unlock()
+		<-done
+	}
+	if err != nil {
+		_ = g.h1.Close()
+	}
+}
+
+// close stops the accept loop, then drains the current generation.
+func (l *listener) close(ctx context.Context) {
+	_ = l.ln.Close()
+	<-l.done
+	l.gen.Load().shutdown(ctx)
+}
+
+// chanListener feeds connections accepted (and TLS-terminated) elsewhere to
+// an http.Server.
+type chanListener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener(a net.Addr) *chanListener {
+	return &chanListener{addr: a, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (c *chanListener) deliver(conn net.Conn) bool {
+	select {
+	case c.ch <- conn:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+func (c *chanListener) Accept() (net.Conn, error) {
+	select {
+	case conn := <-c.ch:
+		return conn, nil
+	case <-c.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (c *chanListener) Close() error {
+	c.closed.Do(func() { close(c.done) })
+	return nil
+}
+
+func (c *chanListener) Addr() net.Addr { return c.addr }

@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the proxy's Prometheus series, registered on their own registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests       *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	upstreamErrors *prometheus.CounterVec
+	upstreamTries  *prometheus.CounterVec
+	unmatched      *prometheus.CounterVec
+	snapRejected   *prometheus.CounterVec
+	snapSwaps      prometheus.Counter
+	connRejected   *prometheus.CounterVec
+	connAccepted   *prometheus.CounterVec
+	h2Abuse        *prometheus.CounterVec
+	logDropped     prometheus.Counter
+
+	mu     sync.Mutex
+	routes map[string]*routeStats // by route id, kept across snapshot swaps
+}
+
+// NewMetrics registers the proxy's series and the Go/process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_requests_total", Help: "Requests served, by route, revision and status code (499: client went away).",
+		}, []string{"route", "revision", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rampart_request_duration_seconds", Help: "Time from request head to the end of the response, by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_upstream_errors_total", Help: "Failed upstream exchanges, by cluster and kind (connect, timeout, reset, malformed, pool_closed).",
+		}, []string{"cluster", "kind"}),
+		upstreamTries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_upstream_retries_total", Help: "Upstream attempts after the first, by cluster and reason (stale_connection, status).",
+		}, []string{"cluster", "reason"}),
+		unmatched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_unmatched_requests_total", Help: "Requests answered without a route: 400 bad path, 404, 405, 503 no snapshot.",
+		}, []string{"code"}),
+		snapRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_snapshot_rejected_total", Help: "Snapshot files refused, by reason.",
+		}, []string{"reason"}),
+		snapSwaps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rampart_snapshot_swaps_total", Help: "Snapshots activated.",
+		}),
+		connRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_connections_rejected_total", Help: "Client connections closed at accept or handshake, by listener and reason.",
+		}, []string{"listener", "reason"}),
+		connAccepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_connections_accepted_total", Help: "Client connections accepted, by listener and protocol.",
+		}, []string{"listener", "protocol"}),
+		h2Abuse: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_h2_connections_closed_total", Help: "HTTP/2 connections closed for abuse, by reason (resets, continuation).",
+		}, []string{"reason"}),
+		logDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rampart_access_log_dropped_total", Help: "Access log lines dropped because the log writer fell behind.",
+		}),
+		routes: map[string]*routeStats{},
+	}
+	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.upstreamTries, m.unmatched,
+		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.logDropped,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// routeStats caches a route's series so the request path does not hash
+// label values on every request.
+type routeStats struct {
+	m        *Metrics
+	id       string
+	once     sync.Once
+	duration prometheus.Observer
+
+	mu    sync.RWMutex
+	codes map[codeKey]prometheus.Counter
+}
+
+type codeKey struct {
+	revision string
+	code     int
+}
+
+func (m *Metrics) route(id string) *routeStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rs := m.routes[id]
+	if rs == nil {
+		rs = &routeStats{m: m, id: id, codes: map[codeKey]prometheus.Counter{}}
+		m.routes[id] = rs
+	}
+	return rs
+}
+
+func (rs *routeStats) observe(revision string, code int, seconds float64) {
+	rs.once.Do(func() { rs.duration = rs.m.duration.WithLabelValues(rs.id) })
+	rs.duration.Observe(seconds)
+	k := codeKey{revision, code}
+	rs.mu.RLock()
+	c := rs.codes[k]
+	rs.mu.RUnlock()
+	if c == nil {
+		c = rs.m.requests.WithLabelValues(rs.id, revision, strconv.Itoa(code))
+		rs.mu.Lock()
+		rs.codes[k] = c
+		rs.mu.Unlock()
+	}
+	c.Inc()
+}

@@ -1,0 +1,225 @@
+// Package proxy is rampart's L7 proxy: listeners with TLS, HTTP/1.1 and
+// HTTP/2, request routing and forwarding, all served from one immutable
+// runtime built from a verified snapshot and swapped atomically.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// Options configure a proxy process (the snapshot configures the rest).
+type Options struct {
+	// AccessLog receives one JSON line per request; nil turns it off.
+	AccessLog io.Writer
+	// Logger receives operational logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Proxy serves traffic from the active runtime.
+type Proxy struct {
+	active      atomic.Pointer[Runtime]
+	metrics     *Metrics
+	pools       pools
+	accessLog   *accessLog
+	errLog      *slog.Logger
+	stdErrorLog *log.Logger
+
+	mu        sync.Mutex // serialises Apply and Shutdown
+	listeners map[string]*listener
+	stopped   bool
+	draining  atomic.Bool
+
+	versions sourceVersions
+}
+
+type sourceVersions struct {
+	mu         sync.Mutex
+	desired    snapshot.Version
+	downloaded snapshot.Version
+}
+
+// New returns a proxy with no active snapshot; it serves nothing until Apply.
+func New(o Options) *Proxy {
+	lg := o.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	m := NewMetrics()
+	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener{},
+		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
+	p.accessLog = newAccessLog(o.AccessLog, m.logDropped)
+	m.registerSnapshotGauges(p)
+	return p
+}
+
+// Metrics returns the proxy's metrics.
+func (p *Proxy) Metrics() *Metrics { return p.metrics }
+
+// Active returns the active runtime, or nil.
+func (p *Proxy) Active() *Runtime { return p.active.Load() }
+
+// ErrStale is returned by Apply for a snapshot that is not newer than the
+// active one.
+var ErrStale = errors.New("snapshot is not newer than the active one")
+
+// Apply builds a runtime from a verified snapshot, opens or updates its
+// listeners, and makes it active. Requests already in flight finish on the
+// runtime they started with. On any error the active runtime and listeners
+// are left as they were.
+func (p *Proxy) Apply(s *snapshot.Snapshot) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return errors.New("proxy is shut down")
+	}
+	prev := p.active.Load()
+	if prev != nil && !prev.Snap.Version.Less(s.Version) {
+		return fmt.Errorf("%w: %s is active, got %s", ErrStale, prev.Snap.Version, s.Version)
+	}
+	rt, err := buildRuntime(s, &p.pools, p.metrics, prev)
+	if err != nil {
+		return err
+	}
+	// Open new listeners first: a bind failure rejects the snapshot.
+	opened := map[string]*listener{}
+	for _, lc := range s.Config.Listeners {
+		if old := p.listeners[lc.Name]; old != nil && old.ln.Addr().String() == resolvedAddr(lc.Address, old) {
+			continue
+		}
+		l, err := p.listen(lc)
+		if err != nil {
+			for _, o := range opened {
+				o.close(context.Background())
+			}
+			return err
+		}
+		opened[lc.Name] = l
+	}
+	p.active.Store(rt)
+	p.metrics.snapSwaps.Inc()
+	var retired []*listener
+	for _, lc := range s.Config.Listeners {
+		if l := opened[lc.Name]; l != nil {
+			if old := p.listeners[lc.Name]; old != nil {
+				retired = append(retired, old)
+			}
+			p.listeners[lc.Name] = l
+			continue
+		}
+		if err := p.listeners[lc.Name].update(lc); err != nil {
+			p.errLog.Error("listener settings not updated", "listener", lc.Name, "err", err)
+		}
+	}
+	for name, l := range p.listeners {
+		if _, ok := rt.listeners[name]; !ok {
+			retired = append(retired, l)
+			delete(p.listeners, name)
+		}
+	}
+	for _, l := range retired {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			defer cancel()
+			l.close(ctx)
+		}()
+	}
+	p.pools.retain(rt)
+	p.errLog.Info("snapshot active", "version", s.Version.String(), "sha256", s.DigestHex(),
+		"routes", len(s.Config.Routes), "clusters", len(s.Config.Clusters))
+	return nil
+}
+
+// resolvedAddr compares a configured address with a bound one: an address
+// with port 0 never matches (it always asks for a new socket).
+func resolvedAddr(cfg string, _ *listener) string {
+	if _, port, err := net.SplitHostPort(cfg); err == nil && port == "0" {
+		return ""
+	}
+	return cfg
+}
+
+// ListenerAddr returns the bound address of a listener by name (useful when
+// the config asked for port 0).
+func (p *Proxy) ListenerAddr(name string) (net.Addr, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.listeners[name]
+	if l == nil {
+		return nil, false
+	}
+	return l.Addr(), true
+}
+
+// SetSourceVersions records what the snapshot source has seen: the newest
+// version announced (desired) and the newest verified (downloaded).
+func (p *Proxy) SetSourceVersions(desired, downloaded snapshot.Version) {
+	p.versions.mu.Lock()
+	defer p.versions.mu.Unlock()
+	if p.versions.desired.Less(desired) {
+		p.versions.desired = desired
+	}
+	if p.versions.downloaded.Less(downloaded) {
+		p.versions.downloaded = downloaded
+	}
+}
+
+// RejectSnapshot counts a refused snapshot file by reason.
+func (p *Proxy) RejectSnapshot(reason string) { p.metrics.snapRejected.WithLabelValues(reason).Inc() }
+
+// Shutdown stops accepting, marks the proxy unready, lets in-flight requests
+// finish until ctx ends, then closes upstream pools and the access log.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return nil
+	}
+	p.stopped = true
+	p.draining.Store(true)
+	ls := p.listeners
+	p.listeners = map[string]*listener{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.close(ctx) }()
+	}
+	wg.Wait()
+	p.pools.closeAll()
+	p.accessLog.close()
+	return ctx.Err()
+}
+
+func (m *Metrics) registerSnapshotGauges(p *Proxy) {
+	ver := func(f func(*Runtime) float64) func() float64 {
+		return func() float64 {
+			if rt := p.active.Load(); rt != nil {
+				return f(rt)
+			}
+			return 0
+		}
+	}
+	m.Registry.MustRegister(
+		newGaugeFunc("rampart_snapshot_active_epoch", "Epoch of the active snapshot (0: none).",
+			ver(func(rt *Runtime) float64 { return float64(rt.Snap.Version.Epoch) })),
+		newGaugeFunc("rampart_snapshot_active_sequence", "Sequence of the active snapshot.",
+			ver(func(rt *Runtime) float64 { return float64(rt.Snap.Version.Sequence) })),
+		newGaugeFunc("rampart_snapshot_age_seconds", "Seconds since the active snapshot was built.",
+			ver(func(rt *Runtime) float64 { return time.Since(rt.Snap.CreatedAt).Seconds() })),
+		newGaugeFunc("rampart_snapshot_active_seconds", "Seconds since the active snapshot was activated.",
+			ver(func(rt *Runtime) float64 { return time.Since(rt.activated).Seconds() })),
+		newGaugeFunc("rampart_routes", "Routes in the active snapshot.",
+			ver(func(rt *Runtime) float64 { return float64(len(rt.routes)) })),
+	)
+}

@@ -1,0 +1,236 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rampart-edge/rampart/l7/route"
+	"github.com/rampart-edge/rampart/l7/snapshot"
+	"github.com/rampart-edge/rampart/l7/upstream"
+)
+
+// Runtime is everything the request path needs from one snapshot, built off
+// the request path and never changed after it is published.
+type Runtime struct {
+	Snap      *snapshot.Snapshot
+	table     *route.Table
+	routes    []routeRT
+	clusters  map[string]*clusterRT
+	slashes   route.SlashPolicy
+	listeners map[string]*listenerRT
+	activated time.Time
+}
+
+type routeRT struct {
+	cfg       *snapshot.Route
+	timeout   time.Duration
+	splits    []split // cumulative weights out of 100
+	maxTries  int
+	retryOn   [2]uint64 // bitset of statuses 400..527 that may be retried
+	idemKey   string    // header whose presence makes a write retryable
+	safeRetry bool      // read route or idempotency: safe
+	stats     *routeStats
+}
+
+type split struct {
+	cum     int
+	cluster *clusterRT
+}
+
+type listenerRT struct {
+	cfg   snapshot.Listener
+	certs *certStore
+}
+
+// pickCluster chooses the revision for one request by weighted random choice.
+func (r *routeRT) pickCluster(roll int) *clusterRT {
+	for _, s := range r.splits {
+		if roll < s.cum {
+			return s.cluster
+		}
+	}
+	return r.splits[len(r.splits)-1].cluster
+}
+
+func (r *routeRT) retryable(status int) bool {
+	i := status - 400
+	return i >= 0 && i < 128 && r.retryOn[i/64]&(1<<(i%64)) != 0
+}
+
+// poolKey identifies a connection pool; a pool survives a snapshot swap when
+// its endpoint address and settings are unchanged.
+type poolKey struct {
+	addr string
+	cfg  upstream.PoolConfig
+}
+
+// pools owns the upstream connection pools across runtimes.
+type pools struct {
+	mu sync.Mutex
+	m  map[poolKey]*upstream.Pool
+}
+
+func (p *pools) get(k poolKey) *upstream.Pool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[poolKey]*upstream.Pool{}
+	}
+	pl := p.m[k]
+	if pl == nil {
+		pl = upstream.NewPool(k.addr, k.cfg)
+		p.m[k] = pl
+	}
+	return pl
+}
+
+// retain closes every pool that the given runtime does not use.
+func (p *pools) retain(rt *Runtime) {
+	keep := map[*upstream.Pool]bool{}
+	for _, c := range rt.clusters {
+		for _, e := range c.endpoints {
+			keep[e.pool] = true
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, pl := range p.m {
+		if !keep[pl] {
+			pl.Close()
+			delete(p.m, k)
+		}
+	}
+}
+
+func (p *pools) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, pl := range p.m {
+		pl.Close()
+		delete(p.m, k)
+	}
+}
+
+// buildRuntime compiles a verified snapshot into a runtime. It reads the
+// listeners' certificate files; any error leaves the caller's active runtime
+// untouched.
+func buildRuntime(s *snapshot.Snapshot, pl *pools, m *Metrics, prev *Runtime) (*Runtime, error) {
+	c := s.Config
+	table, err := route.NewTable(c.Routes)
+	if err != nil {
+		return nil, fmt.Errorf("build route table: %w", err)
+	}
+	rt := &Runtime{
+		Snap:      s,
+		table:     table,
+		clusters:  make(map[string]*clusterRT, len(c.Clusters)),
+		listeners: make(map[string]*listenerRT, len(c.Listeners)),
+		activated: time.Now(),
+	}
+	if c.Routing.EncodedSlashes == "decode" {
+		rt.slashes = route.DecodeEncodedSlashes
+	}
+	for i := range c.Clusters {
+		cl := &c.Clusters[i]
+		var old *clusterRT
+		if prev != nil {
+			old = prev.clusters[cl.Name]
+		}
+		rt.clusters[cl.Name] = newClusterRT(cl, pl, old)
+	}
+	rt.routes = make([]routeRT, len(c.Routes))
+	for i := range c.Routes {
+		rt.routes[i] = newRouteRT(&c.Routes[i], rt.clusters, m)
+	}
+	for _, l := range c.Listeners {
+		lr := &listenerRT{cfg: l}
+		if l.TLS != nil {
+			if lr.certs, err = loadCerts(l.TLS.Certificates); err != nil {
+				return nil, fmt.Errorf("listener %q: %w", l.Name, err)
+			}
+		}
+		rt.listeners[l.Name] = lr
+	}
+	return rt, nil
+}
+
+func newRouteRT(r *snapshot.Route, clusters map[string]*clusterRT, m *Metrics) routeRT {
+	rr := routeRT{
+		cfg:       r,
+		timeout:   time.Duration(r.TimeoutMs) * time.Millisecond,
+		maxTries:  1,
+		safeRetry: r.RequestClass == "read" || r.Idempotency == "safe",
+		stats:     m.route(r.ID),
+	}
+	rr.idemKey, _ = r.IdempotencyKeyHeader()
+	cum := 0
+	for _, sp := range r.TrafficSplit {
+		if sp.Weight == 0 {
+			continue
+		}
+		cum += sp.Weight
+		rr.splits = append(rr.splits, split{cum: cum, cluster: clusters[sp.Revision]})
+	}
+	if rp := r.RetryPolicy; rp != nil {
+		rr.maxTries = rp.MaxAttempts
+		for _, st := range rp.RetryableStatuses {
+			if i := st - 400; i >= 0 && i < 128 {
+				rr.retryOn[i/64] |= 1 << (i % 64)
+			}
+		}
+	}
+	return rr
+}
+
+// certStore selects a certificate by SNI: exact name, then the wildcard
+// covering the first label, then the first certificate configured.
+type certStore struct {
+	exact map[string]*tls.Certificate
+	def   *tls.Certificate
+}
+
+func loadCerts(cs []snapshot.Certificate) (*certStore, error) {
+	st := &certStore{exact: map[string]*tls.Certificate{}}
+	for _, c := range cs {
+		crt, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load certificate %s: %w", c.CertFile, err)
+		}
+		leaf, err := x509.ParseCertificate(crt.Certificate[0])
+		if err != nil {
+			return nil, fmt.Errorf("parse certificate %s: %w", c.CertFile, err)
+		}
+		crt.Leaf = leaf
+		names := c.ServerNames
+		if len(names) == 0 {
+			names = leaf.DNSNames
+		}
+		for _, n := range names {
+			n = strings.ToLower(n)
+			if _, dup := st.exact[n]; !dup {
+				st.exact[n] = &crt
+			}
+		}
+		if st.def == nil {
+			st.def = &crt
+		}
+	}
+	return st, nil
+}
+
+func (s *certStore) get(sni string) *tls.Certificate {
+	sni = strings.ToLower(strings.TrimSuffix(sni, "."))
+	if c := s.exact[sni]; c != nil {
+		return c
+	}
+	if i := strings.IndexByte(sni, '.'); i > 0 {
+		if c := s.exact["*"+sni[i:]]; c != nil {
+			return c
+		}
+	}
+	return s.def
+}

@@ -1,0 +1,245 @@
+package route
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// genConfig makes a deterministic, valid config of about hosts*perHost
+// routes: exact hosts, every tenth host a wildcard, and one "*" group; per
+// host, API versions of resources with list/search/item/sub-resource/action
+// templates, a static rest route and an any-method internal route.
+func genConfig(hosts, perHost int) *snapshot.Config {
+	rnd := rand.New(rand.NewPCG(20, 25))
+	c := &snapshot.Config{
+		Version:   snapshot.Version{Epoch: 1, Sequence: 1},
+		Listeners: []snapshot.Listener{{Name: "public", Address: "127.0.0.1:8080"}},
+	}
+	for i := range 50 {
+		c.Clusters = append(c.Clusters, snapshot.Cluster{
+			Name:      fmt.Sprintf("svc-%02d", i),
+			Endpoints: []snapshot.Endpoint{{Address: fmt.Sprintf("10.0.%d.1:8080", i)}},
+		})
+	}
+	resources := strings.Fields("users orders products invoices carts payments shipments reviews " +
+		"accounts sessions tokens teams projects tickets comments files images videos reports " +
+		"alerts metrics logs jobs builds releases deployments regions zones nodes clusters " +
+		"volumes snapshots backups keys secrets policies roles groups members invites")
+	subs := strings.Fields("orders items events notes versions tags")
+	for h := range hosts {
+		host := fmt.Sprintf("api%d.example.com", h)
+		switch {
+		case h == 0:
+			host = "*"
+		case h%10 == 9:
+			host = fmt.Sprintf("*.tenant%d.example.net", h)
+		}
+		add := func(methods, tpl, idem string) {
+			var ms []string
+			if methods != "" {
+				ms = strings.Split(methods, ",")
+			}
+			c.Routes = append(c.Routes, snapshot.Route{
+				ID: fmt.Sprintf("h%04d-r%03d", h, len(c.Routes)%1000), Host: host, Methods: ms,
+				PathTemplate: tpl, UpstreamCluster: fmt.Sprintf("svc-%02d", rnd.IntN(50)),
+				TimeoutMs: 1000 + rnd.IntN(29000), Idempotency: idem,
+			})
+		}
+		first := len(c.Routes)
+		add("GET", "/static/{path...}", "")
+		add("GET,HEAD", "/healthz", "")
+		add("", "/internal/{rest...}", "none")
+		for _, r := range rnd.Perm(len(resources)) {
+			if len(c.Routes)-first >= perHost {
+				break
+			}
+			res, sub, v := resources[r], subs[rnd.IntN(len(subs))], fmt.Sprintf("/v%d/", 1+rnd.IntN(3))
+			base := v + res
+			add("GET", base, "")
+			add("POST", base, "key:Idempotency-Key")
+			add("GET", base+"/search", "")
+			add("GET", base+"/{id}", "")
+			add("PUT,DELETE", base+"/{id}", "safe")
+			add("PATCH", base+"/{id}", "none")
+			add("GET", base+"/{id}/"+sub, "")
+			add("GET", base+"/{id}/"+sub+"/{"+strings.TrimSuffix(sub, "s")+"}", "")
+			add("POST", base+"/{id}/actions/cancel", "none")
+			add("GET", base+"/{id}/export/{format...}", "")
+		}
+	}
+	snapshot.Normalize(c)
+	return c
+}
+
+type request struct {
+	host, method, path string
+	route              int32 // expected route, -1 for none
+	status             int
+}
+
+// genRequests derives requests from the routes: hits on every kind of
+// template, 405s (TRACE) and 404s (unknown paths and hosts), shuffled.
+func genRequests(routes []snapshot.Route, n int) []request {
+	rnd := rand.New(rand.NewPCG(7, 7))
+	reqs := make([]request, 0, n)
+	for len(reqs) < n {
+		i := int32(rnd.IntN(len(routes)))
+		r := routes[i]
+		host := strings.Replace(r.Host, "*", "app", 1)
+		if r.Host == "*" {
+			host = "unknown.example"
+		}
+		var path strings.Builder
+		tpl, _ := snapshot.ParseTemplate(r.PathTemplate)
+		for _, s := range tpl.Segments {
+			path.WriteByte('/')
+			switch s.Kind {
+			case snapshot.Literal:
+				path.WriteString(s.Text)
+			case snapshot.Param:
+				fmt.Fprintf(&path, "%d", 1000+rnd.IntN(1e6))
+			case snapshot.Rest:
+				path.WriteString("css/site-2.css")
+			}
+		}
+		method := "GET"
+		if len(r.Methods) > 0 {
+			method = r.Methods[rnd.IntN(len(r.Methods))]
+		}
+		switch k := rnd.IntN(10); {
+		case k == 0:
+			reqs = append(reqs, request{host, "GET", "/nope" + path.String(), -1, 404})
+		case k == 1 && len(r.Methods) > 0:
+			reqs = append(reqs, request{host, "TRACE", path.String(), -1, 405})
+		case k == 2:
+			reqs = append(reqs, request{"unknown.example.org", method, "/nope" + path.String(), -1, 404}) // the "*" group
+		default:
+			reqs = append(reqs, request{host, method, path.String(), i, 200})
+		}
+	}
+	return reqs
+}
+
+var configs sync.Map // size -> *snapshot.Config
+
+func generated(tb testing.TB, hosts, perHost int) *snapshot.Config {
+	key := [2]int{hosts, perHost}
+	if c, ok := configs.Load(key); ok {
+		return c.(*snapshot.Config)
+	}
+	c := genConfig(hosts, perHost)
+	if err := snapshot.Validate(c); err != nil {
+		tb.Fatalf("generated config does not validate: %v", err)
+	}
+	configs.Store(key, c)
+	return c
+}
+
+func TestGeneratedConfig(t *testing.T) {
+	c := generated(t, 200, 100)
+	if n := len(c.Routes); n < 19_000 || n > 21_000 {
+		t.Fatalf("generated %d routes, want about 20000", n)
+	}
+	table := mustTable(t, c.Routes...)
+	var m Match
+	for _, r := range genRequests(c.Routes, 20_000) {
+		table.Lookup(r.host, r.method, r.path, &m)
+		if m.Route != r.route || m.Status != r.status {
+			t.Fatalf("%s %s%s: route %d status %d, want %d %d", r.method, r.host, r.path, m.Route, m.Status, r.route, r.status)
+		}
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	c := generated(b, 200, 100)
+	table := mustTable(b, c.Routes...)
+	reqs := genRequests(c.Routes, 4096)
+	var m Match
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := &reqs[i&4095]
+		table.Lookup(r.host, r.method, r.path, &m)
+	}
+}
+
+// BenchmarkRequest adds host and path normalisation to the lookup, as the
+// proxy does per request.
+func BenchmarkRequest(b *testing.B) {
+	c := generated(b, 200, 100)
+	table := mustTable(b, c.Routes...)
+	reqs := genRequests(c.Routes, 4096)
+	var m Match
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := &reqs[i&4095]
+		path, err := NormalizePath(r.path, RejectEncodedSlashes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		table.Lookup(NormalizeHost(r.host), r.method, path, &m)
+	}
+}
+
+func BenchmarkNormalizePath(b *testing.B) {
+	for _, bc := range []struct{ name, path string }{
+		{"normal", "/v1/users/12345/orders/67890"},
+		{"rewrite", "/v1//users/./12345/%7eorders/../orders/67890"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := NormalizePath(bc.path, RejectEncodedSlashes); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func benchNewTable(b *testing.B, hosts, perHost int) {
+	c := generated(b, hosts, perHost)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := NewTable(c.Routes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(c.Routes)), "routes")
+}
+
+func BenchmarkNewTable20k(b *testing.B)  { benchNewTable(b, 200, 100) }
+func BenchmarkNewTable300k(b *testing.B) { benchNewTable(b, 3000, 100) }
+
+// benchMemory reports the heap a Table holds beyond the routes it was built
+// from (literal texts are shared with the route templates).
+func benchMemory(b *testing.B, hosts, perHost int) {
+	c := generated(b, hosts, perHost)
+	var before, after runtime.MemStats
+	var total uint64
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		table, err := NewTable(c.Routes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		total += after.HeapAlloc - before.HeapAlloc
+		runtime.KeepAlive(table)
+	}
+	b.ReportMetric(float64(total)/float64(b.N), "heap-bytes")
+	b.ReportMetric(float64(total)/float64(b.N)/float64(len(c.Routes)), "bytes/route")
+}
+
+func BenchmarkTableMemory20k(b *testing.B)  { benchMemory(b, 200, 100) }
+func BenchmarkTableMemory300k(b *testing.B) { benchMemory(b, 3000, 100) }

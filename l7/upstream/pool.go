@@ -1,0 +1,227 @@
+// Package upstream is rampart's HTTP/1.1 client to upstream servers: a pool of
+// keep-alive connections per endpoint, a strict response-head parser, and the
+// body framings of RFC 9112. It runs on the caller's goroutine: no reader or
+// writer goroutines per connection, no hand-offs, so a proxied request costs
+// the syscalls it needs and little else.
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// PoolConfig tunes one endpoint's pool.
+type PoolConfig struct {
+	ConnectTimeout time.Duration // default 2s
+	MaxIdle        int           // idle connections kept, default 256
+	IdleTimeout    time.Duration // an idle connection older than this is closed, default 30s
+}
+
+// Pool holds idle keep-alive connections to one upstream address. Idle
+// connections are reused newest first (LIFO), so a burst's extra connections
+// age out while the hot ones stay warm.
+type Pool struct {
+	addr   string
+	cfg    PoolConfig
+	dialer net.Dialer
+
+	mu     sync.Mutex
+	idle   []*Conn
+	closed bool
+
+	open    atomic.Int64 // connections open (idle or in use)
+	dials   atomic.Uint64
+	reuses  atomic.Uint64
+	expired atomic.Uint64
+}
+
+// NewPool returns an empty pool for addr (host:port).
+func NewPool(addr string, cfg PoolConfig) *Pool {
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 2 * time.Second
+	}
+	if cfg.MaxIdle <= 0 {
+		cfg.MaxIdle = 256
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Second
+	}
+	p := &Pool{addr: addr, cfg: cfg}
+	p.dialer.Timeout = cfg.ConnectTimeout
+	p.dialer.SetMultipathTCP(false)
+	return p
+}
+
+// Addr is the endpoint address.
+func (p *Pool) Addr() string { return p.addr }
+
+// Stats are a pool's counters.
+type Stats struct {
+	Open, Idle            int
+	Dials, Reuses, Expire uint64
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	idle := len(p.idle)
+	p.mu.Unlock()
+	return Stats{Open: int(p.open.Load()), Idle: idle, Dials: p.dials.Load(), Reuses: p.reuses.Load(), Expire: p.expired.Load()}
+}
+
+// Get returns an idle connection used within maxIdleAge (any age when
+// maxIdleAge is 0), or dials a new one that must connect before deadline
+// and before ctx ends. Conn.Reused says which.
+func (p *Pool) Get(ctx context.Context, deadline time.Time, maxIdleAge time.Duration) (*Conn, error) {
+	now := time.Now()
+	p.mu.Lock()
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		c := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		age := now.Sub(c.idleSince)
+		if age > p.cfg.IdleTimeout || (maxIdleAge > 0 && age > maxIdleAge) {
+			p.mu.Unlock()
+			p.expired.Add(1)
+			c.close()
+			p.mu.Lock()
+			continue
+		}
+		p.mu.Unlock()
+		c.Reused = true
+		p.reuses.Add(1)
+		return c, nil
+	}
+	p.mu.Unlock()
+	return p.dial(ctx, deadline)
+}
+
+func (p *Pool) dial(ctx context.Context, deadline time.Time) (*Conn, error) {
+	p.dials.Add(1)
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	nc, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, &DialError{Addr: p.addr, Err: err}
+	}
+	p.open.Add(1)
+	return &Conn{
+		nc:   nc,
+		pool: p,
+		br:   bufio.NewReaderSize(nc, 16<<10),
+		bw:   bufio.NewWriterSize(nc, 16<<10),
+	}, nil
+}
+
+// put returns a healthy connection to the idle list, or closes it.
+func (p *Pool) put(c *Conn) {
+	c.idleSince = time.Now()
+	c.Reused = false
+	p.mu.Lock()
+	if !p.closed && len(p.idle) < p.cfg.MaxIdle {
+		p.idle = append(p.idle, c)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	c.close()
+}
+
+// Close closes the idle connections and stops keeping any: connections in
+// use are closed when released. Get still dials, so requests of an older
+// snapshot that still use this pool complete.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+	}
+}
+
+// DialError is a failure to connect: the request was certainly not sent.
+type DialError struct {
+	Addr string
+	Err  error
+}
+
+func (e *DialError) Error() string { return fmt.Sprintf("connect to upstream %s: %v", e.Addr, e.Err) }
+func (e *DialError) Unwrap() error { return e.Err }
+
+// Conn is one upstream connection, owned by a single request at a time.
+type Conn struct {
+	nc        net.Conn
+	pool      *Pool
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time
+	// Reused is true when the connection served an earlier request; a
+	// failure before any response byte on a reused connection may just be
+	// the server having closed it while idle.
+	Reused bool
+	closed bool
+	body   Body
+}
+
+// Body returns the connection's response body reader, set up for a response
+// with head rh to a request with the given method. Trailers of a chunked
+// body go to trailer when it is not nil. It is valid until Release or Close.
+func (c *Conn) Body(method string, rh ResponseHead, trailer http.Header) *Body {
+	c.body = Body{br: c.br, trailer: trailer, budget: maxTrailerBytes}
+	c.body.reset(method, rh)
+	return &c.body
+}
+
+const maxTrailerBytes = 64 << 10
+
+// Reader and Writer give the connection's buffered streams.
+func (c *Conn) Reader() *bufio.Reader { return c.br }
+func (c *Conn) Writer() *bufio.Writer { return c.bw }
+
+// SetDeadline bounds every later read and write.
+func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
+
+// Release gives the connection back to its pool when reusable is true (the
+// whole response was read and neither side asked to close), else closes it.
+func (c *Conn) Release(reusable bool) {
+	if c.closed {
+		return
+	}
+	if !reusable || c.br.Buffered() != 0 {
+		c.close()
+		return
+	}
+	if err := c.nc.SetDeadline(time.Time{}); err != nil {
+		c.close()
+		return
+	}
+	c.pool.put(c)
+}
+
+// Interrupt makes a read or write in progress fail at once. It is safe to
+// call from another goroutine (for example when the client goes away); the
+// owner then sees a timeout error and closes the connection.
+func (c *Conn) Interrupt() { _ = c.nc.SetDeadline(time.Unix(1, 0)) }
+
+// Close closes the connection; the owner calls it after a failure.
+func (c *Conn) Close() { c.close() }
+
+func (c *Conn) close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.pool.open.Add(-1)
+	_ = c.nc.Close()
+}
