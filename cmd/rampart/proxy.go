@@ -68,4 +68,3 @@ func openAccessLog(where string) (io.Writer, func(), error) {
 	}
 	return f, func() { _ = f.Close() }, nil
 }
-

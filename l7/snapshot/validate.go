@@ -119,7 +119,8 @@ func checkRange(p *problems, where, key string, v, lo, hi int) {
 func checkAddress(a string) error {
 	ap, err := netip.ParseAddrPort(a)
 	if err != nil {
-		return fmt.Errorf("%q is not ip:port: %w", a, err)
+		_ = err // netip's text repeats the input; ours says it once
+		return fmt.Errorf("%q is not ip:port", a)
 	}
 	if ap.Port() == 0 {
 		return fmt.Errorf("%q: port 0 is not allowed", a)
@@ -288,7 +289,7 @@ func checkUpstream(p *problems, where string, r Route, clusters map[string]bool)
 	sum := 0
 	seen := map[string]bool{}
 	for _, s := range r.TrafficSplit {
-		if !clusters[s.Revision] {
+		if !clusters[s.Revision] && s.Revision != r.UpstreamCluster { // that one is reported above
 			p.add("%s: traffic_split names unknown revision %q", where, s.Revision)
 		}
 		if seen[s.Revision] {

@@ -1,0 +1,42 @@
+# rampart — the two commands: `make run` and `make test`.
+GO      ?= go
+BIN     ?= bin/rampart
+PKGS    ?= ./...
+FUZZTIME ?= 10s
+
+.PHONY: run build test deps vet fuzz bench perf clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/rampart
+
+## run: build and start the all-in-one quickstart on loopback
+run: build
+	$(BIN) up
+
+deps:
+	hack/deps.sh test
+
+## test: install what the tests need, then run every test, vet, and a short fuzz pass
+test: deps vet
+	$(GO) test -count=1 $(PKGS)
+	hack/fuzz.sh $(FUZZTIME)
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## fuzz: every fuzz target for FUZZTIME each
+fuzz:
+	hack/fuzz.sh $(FUZZTIME)
+
+bench:
+	$(GO) test -count=1 -run '^$$' -bench . -benchmem $(PKGS)
+
+## perf: rampart vs nginx as a TLS reverse proxy (installs nginx, wrk, h2load)
+perf: build
+	hack/deps.sh perf
+	perf/compare.sh
+
+clean:
+	rm -rf bin

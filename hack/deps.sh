@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what rampart's tests and perf lab need, if missing. Debian 12.
+# Usage: hack/deps.sh [test|perf|all]   (default: test)
+set -euo pipefail
+what=${1:-test}
+
+need=()
+want() { # want <command> <debian package>
+  command -v "$1" >/dev/null 2>&1 || need+=("$2")
+}
+
+case "$what" in
+  test|all)
+    want curl curl
+    want openssl openssl
+    ;;&
+  perf|all)
+    want nginx nginx-light
+    want wrk wrk
+    want h2load nghttp2-client
+    ;;
+  test) ;;
+  *) echo "usage: $0 [test|perf|all]" >&2; exit 2 ;;
+esac
+
+if ((${#need[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "hack/deps.sh: missing ${need[*]}; run as root (or: sudo apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+  echo "hack/deps.sh: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq || true
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
