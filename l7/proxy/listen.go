@@ -24,11 +24,12 @@ import (
 // generation on the same socket, so no connection attempt is refused, and
 // the old generation drains its connections in the background.
 type listener struct {
-	p    *Proxy
-	name string
-	ln   net.Listener
-	gen  atomic.Pointer[generation]
-	done chan struct{}
+	p       *Proxy
+	name    string
+	address string // as configured (port 0 stays 0)
+	ln      net.Listener
+	gen     atomic.Pointer[generation]
+	done    chan struct{}
 }
 
 // generation is a listener's settings and servers from one snapshot.
@@ -67,7 +68,7 @@ func (p *Proxy) listen(cfg snapshot.Listener) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: listen on %s: %w", cfg.Name, cfg.Address, err)
 	}
-	l := &listener{p: p, name: cfg.Name, ln: ln, done: make(chan struct{})}
+	l := &listener{p: p, name: cfg.Name, address: cfg.Address, ln: ln, done: make(chan struct{})}
 	g, err := l.newGeneration(cfg)
 	if err != nil {
 		_ = ln.Close()

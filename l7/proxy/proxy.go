@@ -94,7 +94,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	// Open new listeners first: a bind failure rejects the snapshot.
 	opened := map[string]*listener{}
 	for _, lc := range s.Config.Listeners {
-		if old := p.listeners[lc.Name]; old != nil && old.ln.Addr().String() == resolvedAddr(lc.Address, old) {
+		if old := p.listeners[lc.Name]; old != nil && old.address == lc.Address {
 			continue
 		}
 		l, err := p.listen(lc)
@@ -138,15 +138,6 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	p.errLog.Info("snapshot active", "version", s.Version.String(), "sha256", s.DigestHex(),
 		"routes", len(s.Config.Routes), "clusters", len(s.Config.Clusters))
 	return nil
-}
-
-// resolvedAddr compares a configured address with a bound one: an address
-// with port 0 never matches (it always asks for a new socket).
-func resolvedAddr(cfg string, _ *listener) string {
-	if _, port, err := net.SplitHostPort(cfg); err == nil && port == "0" {
-		return ""
-	}
-	return cfg
 }
 
 // ListenerAddr returns the bound address of a listener by name (useful when

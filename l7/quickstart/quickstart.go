@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/certgen"
 	"github.com/rampart-edge/rampart/l7/daemon"
 	"github.com/rampart-edge/rampart/l7/proxy"
 	"github.com/rampart-edge/rampart/l7/snapdir"
@@ -50,7 +51,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	certFile, keyFile, err := ensureCert(o.Dir)
+	certFile, keyFile, err := certgen.Ensure(o.Dir)
 	if err != nil {
 		return err
 	}

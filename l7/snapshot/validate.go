@@ -68,9 +68,9 @@ func validateListeners(ls []Listener, p *problems) {
 			p.add("%s: duplicate name", where)
 		}
 		names[l.Name] = true
-		if err := checkAddress(l.Address); err != nil {
-			p.add("%s: address: %v", where, err)
-		} else if other, dup := addrs[l.Address]; dup {
+		if _, err := netip.ParseAddrPort(l.Address); err != nil {
+			p.add("%s: address %q is not ip:port (port 0 picks a free port)", where, l.Address)
+		} else if other, dup := addrs[l.Address]; dup && !strings.HasSuffix(l.Address, ":0") {
 			p.add("%s: address %s is also used by listener %q", where, l.Address, other)
 		}
 		addrs[l.Address] = l.Name

@@ -1,4 +1,6 @@
-package quickstart
+// Package certgen makes self-signed certificates for the quickstart, tests
+// and the perf lab.
+package certgen
 
 import (
 	"crypto/ecdsa"
@@ -16,10 +18,10 @@ import (
 	"time"
 )
 
-// ensureCert makes a self-signed certificate for localhost, *.localhost,
+// Ensure makes a self-signed certificate for localhost, *.localhost,
 // 127.0.0.1 and ::1 on first start and reuses it afterwards. It is its own
 // CA, so `curl --cacert cert.pem` trusts it.
-func ensureCert(dir string) (certFile, keyFile string, err error) {
+func Ensure(dir string) (certFile, keyFile string, err error) {
 	certFile, keyFile = filepath.Join(dir, "localhost.crt"), filepath.Join(dir, "localhost.key")
 	if _, err := os.Stat(certFile); err == nil {
 		return certFile, keyFile, nil

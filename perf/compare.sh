@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# perf/compare.sh — rampart vs nginx as a TLS reverse proxy, in one run.
+#
+# Both proxies front the same upstream (a separate 1-worker nginx returning a ~100 byte body)
+# with the same certificate, and are loaded in interleaved rounds. The figure of merit is
+# requests per proxy CPU-second (utime+stime of the proxy's processes, from /proc/PID/stat),
+# which is robust to the load generator and upstream sharing the 2 cores. See perf/README.md.
+#
+# Knobs (env): DURATION=10s CONNS=64 THREADS=2 ROUNDS=3 PROTO=h1|h2 RAMPART=path KEEP=1
+#              PORTS: RAMPART_PORT=18443 NGINX_PORT=18444 UPSTREAM_PORT=18081 ADMIN_PORT=19901
+set -euo pipefail
+
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-64}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-3}
+PROTO=${PROTO:-h1}
+RAMPART_PORT=${RAMPART_PORT:-18443}
+NGINX_PORT=${NGINX_PORT:-18444}
+UPSTREAM_PORT=${UPSTREAM_PORT:-18081}
+ADMIN_PORT=${ADMIN_PORT:-19901}
+WARMUP=2s
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+die() { echo "compare.sh: $*" >&2; exit 1; }
+
+# ---- preflight: tools, knobs, free ports ------------------------------------------------
+case "$PROTO" in
+  h1) load_tool=wrk ;;
+  h2) load_tool=h2load ;;
+  *) die "PROTO must be h1 or h2, not '$PROTO'" ;;
+esac
+for t in nginx "$load_tool" openssl curl ss pgrep; do
+  command -v "$t" >/dev/null || die "missing '$t' (run: hack/deps.sh perf; curl/openssl: hack/deps.sh all)"
+done
+for p in "$RAMPART_PORT" "$NGINX_PORT" "$UPSTREAM_PORT" "$ADMIN_PORT"; do
+  if ss -Htln "sport = :$p" | grep -q .; then die "port 127.0.0.1:$p is in use; free it or set the *_PORT knobs"; fi
+done
+
+# ---- work dir and cleanup ---------------------------------------------------------------
+work=$(mktemp -d /tmp/rampart-compare.XXXXXX)
+chmod 755 "$work" # nginx workers run as 'nobody' and need to reach their prefix dirs
+pids=()
+cleanup() {
+  local rc=$?
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  if ((rc != 0)); then # show what the servers said before the evidence is deleted
+    for f in "$work"/rampart.log "$work"/*/error.log; do
+      [ -s "$f" ] && { echo "--- tail $f" >&2; tail -n 20 "$f" >&2; }
+    done
+  fi
+  if [ -n "${KEEP:-}" ]; then echo "work dir kept: $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$root/perf/results"
+report="$root/perf/results/compare-$(date +%Y%m%d-%H%M%S)-$PROTO.txt"
+raw="$work/raw.txt" # every load tool's full output; appended to the report file at the end
+: >"$raw"
+say() { printf '%s\n' "$*" | tee -a "$report"; }
+
+# ---- build rampart, make the certificate and signing key --------------------------------
+if [ -z "${RAMPART:-}" ]; then
+  RAMPART=$work/rampart
+  (cd "$root" && go build -o "$RAMPART" ./cmd/rampart) || die "go build failed"
+fi
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+  -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+  -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+chmod 644 "$work/tls.key"
+"$RAMPART" keygen -out "$work/snap" >/dev/null
+
+wait_http() { # wait_http URL — until it answers 200, for up to 10 s
+  for _ in $(seq 100); do
+    [ "$(curl -sk -o /dev/null -w '%{http_code}' "$1" 2>/dev/null)" = 200 ] && return 0
+    sleep 0.1
+  done
+  die "$1 did not answer 200 within 10 s"
+}
+
+# nginx >= 1.25.1 spells HTTP/2 'http2 on;'; older ones put 'http2' on the listen line.
+nginx_ver=$(nginx -v 2>&1 | sed 's|.*nginx/||')
+if [ "$(printf '%s\n' 1.25.1 "$nginx_ver" | sort -V | head -1)" = 1.25.1 ]; then
+  h2_listen="" h2_directive="http2 on;"
+else
+  h2_listen="http2" h2_directive=""
+fi
+
+start_nginx() { # start_nginx NAME CONFIG-BODY -> sets nginx_pid (master, daemon off)
+  mkdir -p "$work/$1"
+  printf 'daemon off;\npid %s/nginx.pid;\nerror_log %s/error.log warn;\n%s\n' \
+    "$work/$1" "$work/$1" "$2" >"$work/$1/nginx.conf"
+  nginx -t -q -p "$work/$1/" -c "$work/$1/nginx.conf" -e "$work/$1/error.log" || die "bad $1 config"
+  nginx -p "$work/$1/" -c "$work/$1/nginx.conf" -e "$work/$1/error.log" &
+  nginx_pid=$!
+  pids+=("$nginx_pid")
+}
+
+# ---- 1. the shared upstream: one nginx worker, fixed ~100 byte body -----------------------
+body='rampart perf upstream: a fixed response body of about one hundred bytes for proxy benchmarks..'
+start_nginx upstream "worker_processes 1;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 10000000;
+  keepalive_timeout 300s;
+  server {
+    listen 127.0.0.1:$UPSTREAM_PORT;
+    default_type text/plain;
+    location / { return 200 \"$body\"; }
+  }
+}"
+upstream_pid=$nginx_pid
+wait_http "http://127.0.0.1:$UPSTREAM_PORT/bench"
+
+# ---- 2. nginx as the TLS reverse proxy ----------------------------------------------------
+start_nginx nginx-proxy "worker_processes auto;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 10000000;
+  keepalive_timeout 300s;
+  upstream backend {
+    server 127.0.0.1:$UPSTREAM_PORT;
+    keepalive 64;
+    keepalive_requests 10000000;
+  }
+  server {
+    listen 127.0.0.1:$NGINX_PORT ssl $h2_listen;
+    $h2_directive
+    ssl_certificate $work/tls.crt;
+    ssl_certificate_key $work/tls.key;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    # AES-128-GCM first, as Go's server picks on AES-capable CPUs, so both do the same crypto.
+    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
+    ssl_prefer_server_ciphers on;
+    ssl_session_cache shared:SSL:10m;
+    ssl_session_timeout 1h;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection \"\";
+    }
+  }
+}"
+nginx_pid=$nginx_pid
+wait_http "https://127.0.0.1:$NGINX_PORT/bench"
+
+# ---- 3. rampart proxy from a signed snapshot ----------------------------------------------
+cat >"$work/rampart.yaml" <<EOF
+version: {epoch: 1, sequence: 1}
+listeners:
+  - name: https
+    address: 127.0.0.1:$RAMPART_PORT
+    protocols: [h2, http1]
+    tls:
+      certificates:
+        - {cert_file: $work/tls.crt, key_file: $work/tls.key}
+clusters:
+  - name: bench
+    endpoints:
+      - {address: 127.0.0.1:$UPSTREAM_PORT, weight: 1, region: local, zone: local-a}
+routes:
+  - id: bench
+    host: "*"
+    methods: [GET]
+    path_template: /bench
+    upstream_cluster: bench
+    timeout_ms: 5000
+EOF
+mkdir -p "$work/snapshots" "$work/state"
+"$RAMPART" snapshot build -config "$work/rampart.yaml" -key "$work/snap.key" \
+  -out "$work/snapshots/1.snap" >/dev/null || die "rampart snapshot build failed"
+"$RAMPART" proxy -snapshot-dir "$work/snapshots" -state-dir "$work/state" \
+  -public-key "$work/snap.pub" -admin "127.0.0.1:$ADMIN_PORT" -access-log off \
+  >"$work/rampart.log" 2>&1 &
+rampart_pid=$!
+pids+=("$rampart_pid")
+wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+wait_http "https://127.0.0.1:$RAMPART_PORT/bench"
+
+# ---- measurement helpers --------------------------------------------------------------------
+hz=$(getconf CLK_TCK)
+proxy_port() { if [ "$1" = rampart ]; then echo "$RAMPART_PORT"; else echo "$NGINX_PORT"; fi; }
+proxy_pids() { # the processes whose CPU we charge to a proxy: rampart, or nginx master+workers
+  if [ "$1" = rampart ]; then echo "$rampart_pid"; else echo "$nginx_pid" $(pgrep -P "$nginx_pid"); fi
+}
+cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
+  local t=0 p s f
+  for p in "$@"; do
+    s=$(<"/proc/$p/stat") || die "process $p is gone"
+    s=${s##*) } # drop "pid (comm) " — comm may hold spaces; field 3 is now f[0]
+    read -ra f <<<"$s"
+    t=$((t + f[11] + f[12]))
+  done
+  echo "$t"
+}
+check_alive() {
+  kill -0 "$rampart_pid" 2>/dev/null || die "rampart proxy died: $(tail -n 20 "$work/rampart.log")"
+  kill -0 "$nginx_pid" 2>/dev/null || die "nginx proxy died"
+  kill -0 "$upstream_pid" 2>/dev/null || die "upstream nginx died"
+}
+load() { # load PORT DURATION — run the load tool; output on stdout
+  local url="https://127.0.0.1:$1/bench"
+  if [ "$PROTO" = h1 ]; then
+    wrk -t"$THREADS" -c"$CONNS" -d"$2" --latency "$url"
+  else
+    h2load -t"$THREADS" -c"$CONNS" -m 10 -D "$2" "$url"
+  fi
+}
+# parse OUT-FILE -> "requests req_per_s errors" (errors: '-' when none, else a description)
+parse() {
+  if [ "$PROTO" = h1 ]; then
+    awk '/ requests in /{n=$1} /^Requests\/sec:/{r=$2}
+         /Non-2xx or 3xx responses:/{e=e "non-2xx/3xx=" $NF " "}
+         /Socket errors:/{sub(/^ *Socket errors: */,""); gsub(/ /,""); e=e "socket:" $0 " "}
+         END{print n+0, r+0, (e=="" ? "-" : e)}' "$1"
+  else # h2load: count requests that succeeded with a 2xx; report everything else
+    awk '/^finished in/{r=$4} /^requests:/{d=$8; f=$10; x=$12; to=$14}
+         /^status codes:/{s2=$3; s3=$5; s4=$7; s5=$9}
+         END{e=""; if (f+x+to>0) e=e "failed=" f+0 ",errored=" x+0 ",timeout=" to+0 " ";
+             if (s3+s4+s5>0) e=e "3xx=" s3+0 ",4xx=" s4+0 ",5xx=" s5+0 " ";
+             print s2+0, r+0, (e=="" ? "-" : e)}' "$1"
+  fi
+}
+
+# ---- header -----------------------------------------------------------------------------------
+tls_of() { # negotiated protocol/cipher/ALPN, to show both proxies speak the same TLS
+  openssl s_client -connect "127.0.0.1:$1" -servername localhost -alpn h2,http/1.1 </dev/null 2>/dev/null |
+    awk -F': *' '/^New,/{c=$0; sub(/^New, /,"",c)} /^ALPN protocol/{a=$2} END{print c ", ALPN " (a?a:"none")}'
+}
+say "rampart vs nginx — TLS reverse proxy, requests per proxy CPU-second"
+say "date:     $(date -u +%FT%TZ)   host: $(uname -r), $(nproc) CPUs, CLK_TCK=$hz"
+say "rampart:  $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown) ($RAMPART)"
+say "nginx:    $nginx_ver (proxy: worker_processes auto = $(($(pgrep -P "$nginx_pid" | wc -l))) workers; upstream: 1 worker)"
+say "load:     PROTO=$PROTO $load_tool threads=$THREADS conns=$CONNS$([ "$PROTO" = h2 ] && echo " streams/conn=10") duration=$DURATION rounds=$ROUNDS warm-up=$WARMUP"
+say "both:     access logs off, same ECDSA P-256 cert, same upstream 127.0.0.1:$UPSTREAM_PORT (keep-alive), GET /bench -> ${#body} byte body"
+say "tls:      rampart :$RAMPART_PORT $(tls_of "$RAMPART_PORT")"
+say "          nginx   :$NGINX_PORT $(tls_of "$NGINX_PORT")"
+say ""
+
+for proxy in rampart nginx; do # warm-up: connections, pools, caches
+  load "$(proxy_port $proxy)" "$WARMUP" >/dev/null 2>&1 || die "warm-up against $proxy failed"
+done
+check_alive
+
+# ---- interleaved rounds -------------------------------------------------------------------------
+say "$(printf '%-5s %-8s %10s %10s %7s %5s %11s %8s  %s' round proxy requests req/s cpu_s cpu% req/cpu_s us/req errors)"
+declare -A eff # eff[proxy] = list of requests-per-CPU-second, one per round
+for round in $(seq "$ROUNDS"); do
+  order="rampart nginx"; ((round % 2 == 0)) && order="nginx rampart" # alternate who goes first
+  for proxy in $order; do
+    out="$work/run-$round-$proxy.txt"
+    read -ra ps < <(proxy_pids "$proxy")
+    t0=$(cpu_ticks "${ps[@]}"); w0=$(date +%s.%N)
+    load "$(proxy_port "$proxy")" "$DURATION" >"$out" 2>&1 || { cat "$out" >&2; die "$load_tool against $proxy failed"; }
+    t1=$(cpu_ticks "${ps[@]}"); w1=$(date +%s.%N)
+    check_alive
+    { echo "===== round $round, $proxy"; cat "$out"; } >>"$raw"
+    read -r n rps errs < <(parse "$out")
+    line=$(awk -v r="$round" -v p="$proxy" -v n="$n" -v rps="$rps" -v dt=$((t1 - t0)) -v hz="$hz" \
+      -v w0="$w0" -v w1="$w1" -v e="$errs" \
+      'BEGIN{c=dt/hz; wall=w1-w0; eff=(c>0? n/c : 0); us=(n>0? c*1e6/n : 0)
+             printf "%-5s %-8s %10d %10.0f %7.2f %4.0f%% %11.0f %8.1f  %s\n", r, p, n, rps, c, 100*c/wall, eff, us, e}')
+    say "$line"
+    eff[$proxy]+="$(awk '{print $7}' <<<"$line") "
+    [ "$errs" = - ] || say "      !! $proxy returned errors in round $round: $errs"
+  done
+done
+
+# ---- summary ----------------------------------------------------------------------------------------
+median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END{print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+mr=$(median <<<"${eff[rampart]}")
+mn=$(median <<<"${eff[nginx]}")
+say ""
+say "summary ($PROTO, median of $ROUNDS rounds, requests per proxy CPU-second):"
+say "$(printf '  rampart  %10.0f  (%.1f us CPU/request)' "$mr" "$(awk -v m="$mr" 'BEGIN{print m>0?1e6/m:0}')")"
+say "$(printf '  nginx    %10.0f  (%.1f us CPU/request)' "$mn" "$(awk -v m="$mn" 'BEGIN{print m>0?1e6/m:0}')")"
+say "$(printf '  ratio rampart/nginx = %.2f   (differences under ~20%% are noise on this machine)' \
+  "$(awk -v a="$mr" -v b="$mn" 'BEGIN{print b>0?a/b:0}')")"
+{ echo; echo "---- raw load-tool output"; cat "$raw"; } >>"$report"
+say "report: $report"
