@@ -10,26 +10,15 @@
 #              PORTS: RAMPART_PORT=18443 NGINX_PORT=18444 UPSTREAM_PORT=18081 ADMIN_PORT=19901
 set -euo pipefail
 
-DURATION=${DURATION:-10s}
-CONNS=${CONNS:-64}
-THREADS=${THREADS:-2}
-ROUNDS=${ROUNDS:-3}
-PROTO=${PROTO:-h1}
-RAMPART_PORT=${RAMPART_PORT:-18443}
-NGINX_PORT=${NGINX_PORT:-18444}
-UPSTREAM_PORT=${UPSTREAM_PORT:-18081}
-ADMIN_PORT=${ADMIN_PORT:-19901}
+: "${DURATION:=10s}" "${CONNS:=64}" "${THREADS:=2}" "${ROUNDS:=3}" "${PROTO:=h1}"
+: "${RAMPART_PORT:=18443}" "${NGINX_PORT:=18444}" "${UPSTREAM_PORT:=18081}" "${ADMIN_PORT:=19901}"
 WARMUP=2s
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "compare.sh: $*" >&2; exit 1; }
 
 # ---- preflight: tools, knobs, free ports ------------------------------------------------
-case "$PROTO" in
-  h1) load_tool=wrk ;;
-  h2) load_tool=h2load ;;
-  *) die "PROTO must be h1 or h2, not '$PROTO'" ;;
-esac
+case "$PROTO" in h1) load_tool=wrk ;; h2) load_tool=h2load ;; *) die "PROTO must be h1 or h2, not '$PROTO'" ;; esac
 for t in nginx "$load_tool" openssl curl ss pgrep; do
   command -v "$t" >/dev/null || die "missing '$t' (run: hack/deps.sh perf; curl/openssl: hack/deps.sh all)"
 done
@@ -66,6 +55,8 @@ if [ -z "${RAMPART:-}" ]; then
   RAMPART=$work/rampart
   (cd "$root" && go build -o "$RAMPART" ./cmd/rampart) || die "go build failed"
 fi
+RAMPART=$(realpath "$RAMPART")
+cd "$work" # from here on, nothing the script runs can litter the repo
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
   -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
@@ -175,7 +166,7 @@ mkdir -p "$work/snapshots" "$work/state"
 "$RAMPART" snapshot build -config "$work/rampart.yaml" -key "$work/snap.key" \
   -out "$work/snapshots/1.snap" >/dev/null || die "rampart snapshot build failed"
 "$RAMPART" proxy -snapshot-dir "$work/snapshots" -state-dir "$work/state" \
-  -public-key "$work/snap.pub" -admin "127.0.0.1:$ADMIN_PORT" -access-log off \
+  -public-key "$work/snap.pub" -admin "127.0.0.1:$ADMIN_PORT" -access-log off -drain-timeout 1s \
   >"$work/rampart.log" 2>&1 &
 rampart_pid=$!
 pids+=("$rampart_pid")
@@ -219,7 +210,7 @@ parse() {
          /Socket errors:/{sub(/^ *Socket errors: */,""); gsub(/ /,""); e=e "socket:" $0 " "}
          END{print n+0, r+0, (e=="" ? "-" : e)}' "$1"
   else # h2load: count requests that succeeded with a 2xx; report everything else
-    awk '/^finished in/{r=$4} /^requests:/{d=$8; f=$10; x=$12; to=$14}
+    awk '/^finished in/{r=$4} /^requests:/{f=$10; x=$12; to=$14}
          /^status codes:/{s2=$3; s3=$5; s4=$7; s5=$9}
          END{e=""; if (f+x+to>0) e=e "failed=" f+0 ",errored=" x+0 ",timeout=" to+0 " ";
              if (s3+s4+s5>0) e=e "3xx=" s3+0 ",4xx=" s4+0 ",5xx=" s5+0 " ";
@@ -277,9 +268,11 @@ mr=$(median <<<"${eff[rampart]}")
 mn=$(median <<<"${eff[nginx]}")
 say ""
 say "summary ($PROTO, median of $ROUNDS rounds, requests per proxy CPU-second):"
-say "$(printf '  rampart  %10.0f  (%.1f us CPU/request)' "$mr" "$(awk -v m="$mr" 'BEGIN{print m>0?1e6/m:0}')")"
-say "$(printf '  nginx    %10.0f  (%.1f us CPU/request)' "$mn" "$(awk -v m="$mn" 'BEGIN{print m>0?1e6/m:0}')")"
-say "$(printf '  ratio rampart/nginx = %.2f   (differences under ~20%% are noise on this machine)' \
-  "$(awk -v a="$mr" -v b="$mn" 'BEGIN{print b>0?a/b:0}')")"
+# (awk: parenthesise ternaries after print, or 'print x>0?...' redirects into a file named 0)
+summary=$(awk -v a="$mr" -v b="$mn" 'BEGIN{
+  printf "  rampart  %10.0f  (%.1f us CPU/request)\n", a, (a>0 ? 1e6/a : 0)
+  printf "  nginx    %10.0f  (%.1f us CPU/request)\n", b, (b>0 ? 1e6/b : 0)
+  printf "  ratio rampart/nginx = %.2f   (differences under ~20%% are noise on this machine)", (b>0 ? a/b : 0)}')
+say "$summary"
 { echo; echo "---- raw load-tool output"; cat "$raw"; } >>"$report"
 say "report: $report"

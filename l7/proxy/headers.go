@@ -86,7 +86,9 @@ func dropRequestHeader(k string) bool {
 	return false
 }
 
-// stripHopByHop removes hop-by-hop fields from an upstream response.
+// stripHopByHop removes hop-by-hop fields from an upstream response. The
+// Trailer field stays: it announces end-to-end trailers (RFC 9110 §6.6.2),
+// and the HTTP/1.1 server needs it to send them.
 func stripHopByHop(h http.Header) {
 	if conn := h["Connection"]; len(conn) > 0 {
 		for _, v := range conn {
@@ -97,7 +99,7 @@ func stripHopByHop(h http.Header) {
 			}
 		}
 	}
-	for _, k := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
+	for _, k := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Transfer-Encoding", "Upgrade"} {
 		delete(h, k)
 	}
 }

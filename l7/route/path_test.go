@@ -73,6 +73,8 @@ func TestNormalizePath(t *testing.T) {
 		{"non-origin-form: absolute URI", "http://x/a", 0, "", bad},
 		{"non-origin-form: asterisk", "*", 0, "", bad},
 		{"bad byte after needed rewrite", "//a/\x01", 0, "", bad},
+		{"long path, heap buffer", strings.Repeat("/a", 200) + "/../b/", 0, strings.Repeat("/a", 199) + "/b/", ok},
+		{"long path above root", strings.Repeat("/a", 200) + strings.Repeat("/..", 300), 0, "/", ok},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -130,11 +130,12 @@ func TestLookupPrecedence(t *testing.T) {
 }
 
 func TestNoHostGroup(t *testing.T) {
-	table := mustTable(t, rt("a", "a.test", "/"))
-	var m Match
-	table.Lookup("b.test", "GET", "/", &m)
-	if m.Status != 404 || m.Route != -1 {
-		t.Fatalf("got %+v", m)
+	for _, table := range []*Table{mustTable(t, rt("a", "a.test", "/")), mustTable(t)} {
+		var m Match
+		table.Lookup("b.test", "GET", "/", &m)
+		if m.Status != 404 || m.Route != -1 || table.Allow("b.test", "/") != "" {
+			t.Fatalf("got %+v", m)
+		}
 	}
 }
 
