@@ -94,9 +94,7 @@ body='rampart perf upstream: a fixed response body of about one hundred bytes fo
 start_nginx upstream "worker_processes 1;
 events { worker_connections 4096; }
 http {
-  access_log off;
-  keepalive_requests 10000000;
-  keepalive_timeout 300s;
+  access_log off; keepalive_requests 10000000; keepalive_timeout 300s;
   server {
     listen 127.0.0.1:$UPSTREAM_PORT;
     default_type text/plain;
@@ -110,34 +108,21 @@ wait_http "http://127.0.0.1:$UPSTREAM_PORT/bench"
 start_nginx nginx-proxy "worker_processes auto;
 events { worker_connections 4096; }
 http {
-  access_log off;
-  keepalive_requests 10000000;
-  keepalive_timeout 300s;
-  upstream backend {
-    server 127.0.0.1:$UPSTREAM_PORT;
-    keepalive 64;
-    keepalive_requests 10000000;
-  }
+  access_log off; keepalive_requests 10000000; keepalive_timeout 300s;
+  upstream backend { server 127.0.0.1:$UPSTREAM_PORT; keepalive 64; keepalive_requests 10000000; }
   server {
     listen 127.0.0.1:$NGINX_PORT ssl $h2_listen;
     $h2_directive
-    ssl_certificate $work/tls.crt;
-    ssl_certificate_key $work/tls.key;
+    ssl_certificate $work/tls.crt; ssl_certificate_key $work/tls.key;
     ssl_protocols TLSv1.2 TLSv1.3;
     # AES-128-GCM first, as Go's server picks on AES-capable CPUs, so both do the same crypto.
     ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305;
     ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
     ssl_prefer_server_ciphers on;
-    ssl_session_cache shared:SSL:10m;
-    ssl_session_timeout 1h;
-    location / {
-      proxy_pass http://backend;
-      proxy_http_version 1.1;
-      proxy_set_header Connection \"\";
-    }
+    ssl_session_cache shared:SSL:10m; ssl_session_timeout 1h;
+    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
   }
 }"
-nginx_pid=$nginx_pid
 wait_http "https://127.0.0.1:$NGINX_PORT/bench"
 
 # ---- 3. rampart proxy from a signed snapshot ----------------------------------------------
@@ -224,7 +209,8 @@ tls_of() { # negotiated protocol/cipher/ALPN, to show both proxies speak the sam
     awk -F': *' '/^New,/{c=$0; sub(/^New, /,"",c)} /^ALPN protocol/{a=$2} END{print c ", ALPN " (a?a:"none")}'
 }
 say "rampart vs nginx — TLS reverse proxy, requests per proxy CPU-second"
-say "date:     $(date -u +%FT%TZ)   host: $(uname -r), $(nproc) CPUs, CLK_TCK=$hz"
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+say "date:     $(date -u +%FT%TZ)   host: $(uname -r), $(nproc) CPUs, CLK_TCK=$hz, load avg $(loadavg)"
 say "rampart:  $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown) ($RAMPART)"
 say "nginx:    $nginx_ver (proxy: worker_processes auto = $(($(pgrep -P "$nginx_pid" | wc -l))) workers; upstream: 1 worker)"
 say "load:     PROTO=$PROTO $load_tool threads=$THREADS conns=$CONNS$([ "$PROTO" = h2 ] && echo " streams/conn=10") duration=$DURATION rounds=$ROUNDS warm-up=$WARMUP"
@@ -267,6 +253,7 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END{print (NR%2 ? v[
 mr=$(median <<<"${eff[rampart]}")
 mn=$(median <<<"${eff[nginx]}")
 say ""
+say "load avg at end: $(loadavg) (well above $(nproc) means other work shared the CPUs; trust the run less)"
 say "summary ($PROTO, median of $ROUNDS rounds, requests per proxy CPU-second):"
 # (awk: parenthesise ternaries after print, or 'print x>0?...' redirects into a file named 0)
 summary=$(awk -v a="$mr" -v b="$mn" 'BEGIN{
