@@ -15,7 +15,11 @@ set -euo pipefail
 WARMUP=2s
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-die() { echo "compare.sh: $*" >&2; exit 1; }
+die() { # also marks the report (once there is one) as failed
+  echo "compare.sh: $*" >&2
+  if [ -n "${report:-}" ]; then echo "FAILED: $*" >>"$report"; fi
+  exit 1
+}
 
 # ---- preflight: tools, knobs, free ports ------------------------------------------------
 case "$PROTO" in h1) load_tool=wrk ;; h2) load_tool=h2load ;; *) die "PROTO must be h1 or h2, not '$PROTO'" ;; esac
@@ -167,7 +171,8 @@ proxy_pids() { # the processes whose CPU we charge to a proxy: rampart, or nginx
 cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
   local t=0 p s f
   for p in "$@"; do
-    s=$(<"/proc/$p/stat") || die "process $p is gone"
+    [ -r "/proc/$p/stat" ] || { check_alive; die "process $p is gone"; }
+    s=$(<"/proc/$p/stat")
     s=${s##*) } # drop "pid (comm) " — comm may hold spaces; field 3 is now f[0]
     read -ra f <<<"$s"
     t=$((t + f[11] + f[12]))
@@ -175,7 +180,8 @@ cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
   echo "$t"
 }
 check_alive() {
-  kill -0 "$rampart_pid" 2>/dev/null || die "rampart proxy died: $(tail -n 20 "$work/rampart.log")"
+  local st=0 # on death, report the exit status (2: Go panic, 137: SIGKILL); cleanup shows the log
+  kill -0 "$rampart_pid" 2>/dev/null || { wait "$rampart_pid" || st=$?; die "rampart proxy died, exit status $st"; }
   kill -0 "$nginx_pid" 2>/dev/null || die "nginx proxy died"
   kill -0 "$upstream_pid" 2>/dev/null || die "upstream nginx died"
 }

@@ -83,7 +83,7 @@ func TestClientGoneIsLoggedAs499(t *testing.T) {
 }
 
 // rawUpstream answers every connection with a fixed byte string.
-func rawUpstream(t *testing.T, response string, closeAfter bool) string {
+func rawUpstream(t testing.TB, response string, closeAfter bool) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

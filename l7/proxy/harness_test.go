@@ -25,7 +25,7 @@ import (
 
 // lab is one proxy under test with its key, certificate and clients.
 type lab struct {
-	t        *testing.T
+	t        testing.TB
 	p        *Proxy
 	priv     ed25519.PrivateKey
 	pub      ed25519.PublicKey
@@ -35,7 +35,7 @@ type lab struct {
 	seq      uint64
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	t.Helper()
 	dir := t.TempDir()
 	privPEM, pubPEM, err := snapshot.GenerateKey()
@@ -171,7 +171,7 @@ func (u *testUpstream) Last() *http.Request {
 	return u.last
 }
 
-func startUpstream(t *testing.T, name string, h http.HandlerFunc) *testUpstream {
+func startUpstream(t testing.TB, name string, h http.HandlerFunc) *testUpstream {
 	t.Helper()
 	u := &testUpstream{name: name}
 	if h == nil {
@@ -205,7 +205,7 @@ func get(t *testing.T, c *http.Client, url string) (int, string, *http.Response)
 }
 
 // freePort returns an address nothing listens on.
-func deadAddr(t *testing.T) string {
+func deadAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -177,6 +177,9 @@ func checkLiteral(p string) error {
 			if b == '/' || b == '\\' {
 				return errors.New("an encoded slash or backslash cannot appear in a literal")
 			}
+			if b == 0 {
+				return errors.New("%00 cannot appear in a path")
+			}
 			i += 2
 			continue
 		}

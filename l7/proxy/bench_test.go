@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// benchResponse is a keep-alive upstream answer with a 100-byte body.
+const benchResponse = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n" +
+	"0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
+
+func benchSetup(b *testing.B) *lab {
+	l := newLab(b)
+	c := l.config(rawUpstream(b, benchResponse, false))
+	c.Routes = []snapshot.Route{getRoute("bench", "/bench/{id}", "app")}
+	l.apply(c)
+	return l
+}
+
+func benchRoundTrip(b *testing.B, client *http.Client, url string) {
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}
+
+// Whole round trips in one process: client, TLS, proxy, upstream.
+func BenchmarkRoundTripH1TLS(b *testing.B) {
+	l := benchSetup(b)
+	benchRoundTrip(b, l.h1(), l.url("https", "/bench/42"))
+}
+
+func BenchmarkRoundTripH2TLS(b *testing.B) {
+	l := benchSetup(b)
+	benchRoundTrip(b, l.h2(), l.url("https", "/bench/42"))
+}
+
+// discardWriter is a minimal ResponseWriter, so the benchmark counts only
+// what the proxy's request path costs.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// The proxy's own request path: match, pick, write upstream, read and copy
+// the response, metrics and the (disabled) access log.
+func BenchmarkHandler(b *testing.B) {
+	l := benchSetup(b)
+	h := &entry{p: l.p, listener: "https"}
+	u, _ := url.Parse("https://localhost/bench/42")
+	req := (&http.Request{Method: "GET", URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"User-Agent": {"bench"}, "Accept": {"*/*"}}, Host: "localhost",
+		RequestURI: "/bench/42", RemoteAddr: "127.0.0.1:5555", Body: http.NoBody}).WithContext(context.Background())
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, req)
+	}
+	if !strings.HasPrefix(w.h.Get("Content-Type"), "text/plain") {
+		b.Fatalf("unexpected response headers %v", w.h)
+	}
+}
