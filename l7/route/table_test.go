@@ -159,7 +159,7 @@ func TestNewTableErrors(t *testing.T) {
 			[]string{`route "a"`, "empty segment"}},
 		{"unreachable literal",
 			[]snapshot.Route{rt("a", "*", "/x%00")},
-			[]string{`route "a"`, "can never match"}},
+			[]string{`route "a"`, "%00 cannot appear in a path"}},
 		{"host not normal",
 			[]snapshot.Route{rt("a", "API.test", "/"), rt("b", "a.test:80", "/"), rt("c", "", "/"), rt("d", "a.*.test", "/")},
 			[]string{`route "a": host`, `route "b": host`, `route "c": host`, `route "d": host`}},
