@@ -179,6 +179,11 @@ cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
   done
   echo "$t"
 }
+busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; } # whole machine, not idle/iowait
+child_ticks() { local s; s=$(<"/proc/$$/stat"); s=${s##*) }; read -ra s <<<"$s"; echo $((s[13] + s[14])); }
+# Ticks of everything this benchmark runs: both proxies, the upstream, and (via this shell's
+# cutime+cstime) the load tool once reaped. Machine busy time minus this is "other" work.
+bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
 check_alive() {
   local st=0 # on death, report the exit status (2: Go panic, 137: SIGKILL); cleanup shows the log
   kill -0 "$rampart_pid" 2>/dev/null || { wait "$rampart_pid" || st=$?; die "rampart proxy died, exit status $st"; }
@@ -215,8 +220,7 @@ tls_of() { # negotiated protocol/cipher/ALPN, to show both proxies speak the sam
     awk -F': *' '/^New,/{c=$0; sub(/^New, /,"",c)} /^ALPN protocol/{a=$2} END{print c ", ALPN " (a?a:"none")}'
 }
 say "rampart vs nginx — TLS reverse proxy, requests per proxy CPU-second"
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-say "date:     $(date -u +%FT%TZ)   host: $(uname -r), $(nproc) CPUs, CLK_TCK=$hz, load avg $(loadavg)"
+say "date:     $(date -u +%FT%TZ)   host: $(uname -r), $(nproc) CPUs, CLK_TCK=$hz"
 say "rampart:  $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown) ($RAMPART)"
 say "nginx:    $nginx_ver (proxy: worker_processes auto = $(($(pgrep -P "$nginx_pid" | wc -l))) workers; upstream: 1 worker)"
 say "load:     PROTO=$PROTO $load_tool threads=$THREADS conns=$CONNS$([ "$PROTO" = h2 ] && echo " streams/conn=10") duration=$DURATION rounds=$ROUNDS warm-up=$WARMUP"
@@ -231,23 +235,24 @@ done
 check_alive
 
 # ---- interleaved rounds -------------------------------------------------------------------------
-say "$(printf '%-5s %-8s %10s %10s %7s %5s %11s %8s  %s' round proxy requests req/s cpu_s cpu% req/cpu_s us/req errors)"
+say "$(printf '%-5s %-8s %10s %10s %7s %5s %11s %8s %6s  %s' round proxy requests req/s cpu_s cpu% req/cpu_s us/req other% errors)"
 declare -A eff # eff[proxy] = list of requests-per-CPU-second, one per round
 for round in $(seq "$ROUNDS"); do
   order="rampart nginx"; ((round % 2 == 0)) && order="nginx rampart" # alternate who goes first
   for proxy in $order; do
     out="$work/run-$round-$proxy.txt"
     read -ra ps < <(proxy_pids "$proxy")
-    t0=$(cpu_ticks "${ps[@]}"); w0=$(date +%s.%N)
+    b0=$(bench_ticks); m0=$(busy_ticks); t0=$(cpu_ticks "${ps[@]}"); w0=$(date +%s.%N)
     load "$(proxy_port "$proxy")" "$DURATION" >"$out" 2>&1 || { cat "$out" >&2; die "$load_tool against $proxy failed"; }
-    t1=$(cpu_ticks "${ps[@]}"); w1=$(date +%s.%N)
+    t1=$(cpu_ticks "${ps[@]}"); w1=$(date +%s.%N); m1=$(busy_ticks); b1=$(bench_ticks)
     check_alive
     { echo "===== round $round, $proxy"; cat "$out"; } >>"$raw"
     read -r n rps errs < <(parse "$out")
     line=$(awk -v r="$round" -v p="$proxy" -v n="$n" -v rps="$rps" -v dt=$((t1 - t0)) -v hz="$hz" \
-      -v w0="$w0" -v w1="$w1" -v e="$errs" \
+      -v w0="$w0" -v w1="$w1" -v e="$errs" -v o=$(((m1 - m0) - (b1 - b0))) \
       'BEGIN{c=dt/hz; wall=w1-w0; eff=(c>0? n/c : 0); us=(n>0? c*1e6/n : 0)
-             printf "%-5s %-8s %10d %10.0f %7.2f %4.0f%% %11.0f %8.1f  %s\n", r, p, n, rps, c, 100*c/wall, eff, us, e}')
+             o=(o>0 ? 100*o/hz/wall : 0)
+             printf "%-5s %-8s %10d %10.0f %7.2f %4.0f%% %11.0f %8.1f %5.0f%%  %s\n", r, p, n, rps, c, 100*c/wall, eff, us, o, e}')
     say "$line"
     eff[$proxy]+="$(awk '{print $7}' <<<"$line") "
     [ "$errs" = - ] || say "      !! $proxy returned errors in round $round: $errs"
@@ -259,7 +264,8 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END{print (NR%2 ? v[
 mr=$(median <<<"${eff[rampart]}")
 mn=$(median <<<"${eff[nginx]}")
 say ""
-say "load avg at end: $(loadavg) (well above $(nproc) means other work shared the CPUs; trust the run less)"
+say "other% = CPU used outside this benchmark during the run (200% = both cores); if it is more than"
+say "a few %, other work competed for the CPUs and the run is worth repeating on a quiet machine."
 say "summary ($PROTO, median of $ROUNDS rounds, requests per proxy CPU-second):"
 # (awk: parenthesise ternaries after print, or 'print x>0?...' redirects into a file named 0)
 summary=$(awk -v a="$mr" -v b="$mn" 'BEGIN{
