@@ -15,6 +15,8 @@ case "$what" in
     want openssl openssl
     ;;&
   perf|all)
+    want curl curl
+    want openssl openssl
     want nginx nginx-light
     want wrk wrk
     want h2load nghttp2-client

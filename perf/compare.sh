@@ -136,20 +136,11 @@ listeners:
   - name: https
     address: 127.0.0.1:$RAMPART_PORT
     protocols: [h2, http1]
-    tls:
-      certificates:
-        - {cert_file: $work/tls.crt, key_file: $work/tls.key}
+    tls: {certificates: [{cert_file: $work/tls.crt, key_file: $work/tls.key}]}
 clusters:
-  - name: bench
-    endpoints:
-      - {address: 127.0.0.1:$UPSTREAM_PORT, weight: 1, region: local, zone: local-a}
+  - {name: bench, endpoints: [{address: "127.0.0.1:$UPSTREAM_PORT", weight: 1, region: local, zone: local-a}]}
 routes:
-  - id: bench
-    host: "*"
-    methods: [GET]
-    path_template: /bench
-    upstream_cluster: bench
-    timeout_ms: 5000
+  - {id: bench, host: "*", methods: [GET], path_template: /bench, upstream_cluster: bench, timeout_ms: 5000}
 EOF
 mkdir -p "$work/snapshots" "$work/state"
 "$RAMPART" snapshot build -config "$work/rampart.yaml" -key "$work/snap.key" \
@@ -191,12 +182,8 @@ check_alive() {
   kill -0 "$upstream_pid" 2>/dev/null || die "upstream nginx died"
 }
 load() { # load PORT DURATION — run the load tool; output on stdout
-  local url="https://127.0.0.1:$1/bench"
-  if [ "$PROTO" = h1 ]; then
-    wrk -t"$THREADS" -c"$CONNS" -d"$2" --latency "$url"
-  else
-    h2load -t"$THREADS" -c"$CONNS" -m 10 -D "$2" "$url"
-  fi
+  if [ "$PROTO" = h1 ]; then wrk -t"$THREADS" -c"$CONNS" -d"$2" --latency "https://127.0.0.1:$1/bench"
+  else h2load -t"$THREADS" -c"$CONNS" -m 10 -D "$2" "https://127.0.0.1:$1/bench"; fi
 }
 # parse OUT-FILE -> "requests req_per_s errors" (errors: '-' when none, else a description)
 parse() {
