@@ -21,6 +21,9 @@ const (
 	// connection used this recently, so a server's idle close is unlikely
 	// to cost the request.
 	staleAge = 2 * time.Second
+	// quickAnswer: how long an upstream may take to start its answer before
+	// the proxy starts watching for the client going away.
+	quickAnswer = 20 * time.Millisecond
 )
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -124,8 +127,6 @@ func (f *forwarding) try(ep *endpointRT, mayRetry bool) outcome {
 		return served
 	}
 	_ = conn.SetDeadline(f.deadline)
-	stop := context.AfterFunc(ctx, conn.Interrupt)
-	defer stop()
 
 	bw := conn.Writer()
 	f.writeHead(bw)
@@ -144,6 +145,12 @@ func (f *forwarding) try(ep *endpointRT, mayRetry bool) outcome {
 		return served
 	}
 
+	// Most upstreams answer at once; only a slow answer pays for watching
+	// the client, so that a client that leaves interrupts the wait.
+	if !conn.Answered(quickAnswer, f.deadline) {
+		stop := context.AfterFunc(ctx, conn.Interrupt)
+		defer stop()
+	}
 	hdr := f.w.Header()
 	var rh upstream.ResponseHead
 	for {

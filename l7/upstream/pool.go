@@ -8,9 +8,11 @@ package upstream
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,11 +204,26 @@ func (c *Conn) Release(reusable bool) {
 		c.close()
 		return
 	}
-	if err := c.nc.SetDeadline(time.Time{}); err != nil {
-		c.close()
-		return
+	c.pool.put(c) // its deadline is stale, and the next user sets a new one
+
+}
+
+// Answered waits until the upstream has sent a first response byte, for
+// at most wait (but not past deadline, the connection's deadline), and
+// reports whether one came. A false answer means "still waiting": any other
+// outcome, errors included, is left for the next read to see.
+func (c *Conn) Answered(wait time.Duration, deadline time.Time) bool {
+	if c.br.Buffered() > 0 {
+		return true
 	}
-	c.pool.put(c)
+	t := time.Now().Add(wait)
+	if !t.Before(deadline) {
+		return true
+	}
+	_ = c.nc.SetReadDeadline(t)
+	_, err := c.br.Peek(1)
+	_ = c.nc.SetReadDeadline(deadline)
+	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // Interrupt makes a read or write in progress fail at once. It is safe to
