@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/rampart-edge/rampart/l7/wire"
 )
 
 func readHead(s string) (ResponseHead, http.Header, error) {
@@ -106,7 +108,8 @@ func readBody(method, s string) (string, http.Header, bool, error) {
 		return "", nil, false, err
 	}
 	tr := http.Header{}
-	b := NewBody(br, method, rh, tr, 1024)
+	b := &wire.Body{}
+	b.Reset(br, rh.Framing(method), rh.ContentLength, tr, 1024)
 	out, err := io.ReadAll(b)
 	return string(out), tr, b.Done(), err
 }
@@ -182,7 +185,8 @@ func FuzzResponse(f *testing.F) {
 				}
 			}
 		}
-		b := NewBody(br, "GET", rh, http.Header{}, 256)
+		b := &wire.Body{}
+		b.Reset(br, rh.Framing("GET"), rh.ContentLength, http.Header{}, 256)
 		n, _ := io.Copy(io.Discard, b)
 		if !rh.Chunked && rh.ContentLength >= 0 && n > rh.ContentLength {
 			t.Fatalf("read %d bytes past Content-Length %d", n, rh.ContentLength)

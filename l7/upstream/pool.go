@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+
+	"github.com/rampart-edge/rampart/l7/wire"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -173,15 +175,14 @@ type Conn struct {
 	// the server having closed it while idle.
 	Reused bool
 	closed bool
-	body   Body
+	body   wire.Body
 }
 
 // Body returns the connection's response body reader, set up for a response
 // with head rh to a request with the given method. Trailers of a chunked
 // body go to trailer when it is not nil. It is valid until Release or Close.
-func (c *Conn) Body(method string, rh ResponseHead, trailer http.Header) *Body {
-	c.body = Body{br: c.br, trailer: trailer, budget: maxTrailerBytes}
-	c.body.reset(method, rh)
+func (c *Conn) Body(method string, rh ResponseHead, trailer http.Header) *wire.Body {
+	c.body.Reset(c.br, rh.Framing(method), rh.ContentLength, trailer, maxTrailerBytes)
 	return &c.body
 }
 

@@ -1,4 +1,4 @@
-package upstream
+package wire
 
 import (
 	"bufio"
@@ -7,68 +7,75 @@ import (
 	"net/http"
 )
 
-// Body reads a response body with the framing its head declared. Done
-// reports whether the body was read to its end, so the connection may be
-// reused.
+// Framing is how a message body is delimited (RFC 9112 §6).
+type Framing uint8
+
+const (
+	NoBody   Framing = iota // no body at all
+	Length                  // Content-Length bytes
+	Chunked                 // chunked transfer coding, then trailers
+	UntilEOF                // until the connection closes (responses only)
+)
+
+// Body reads a message body with the framing its head declared. Done
+// reports whether it was read to its end, so the connection may be reused.
+// The zero Body is not usable; call Reset first. A Body is reused across
+// messages on one connection.
 type Body struct {
 	br        *bufio.Reader
-	kind      uint8 // bodyNone, bodyLength, bodyChunked, bodyEOF
+	kind      Framing
 	remaining int64 // bytes left: of the whole body, or of the current chunk
 	done      bool
 	chunkHead bool // at the start of a chunk (size line next)
 	trailer   http.Header
 	budget    int // bytes allowed for the trailer section
+	consumed  int64
 }
 
-const (
-	bodyNone = iota
-	bodyLength
-	bodyChunked
-	bodyEOF
-)
-
-// NewBody returns the body of a response to a request with the given
-// method. Trailers of a chunked body are added to trailer (which may be nil
-// to drop them), bounded by maxTrailer bytes.
-func NewBody(br *bufio.Reader, method string, rh ResponseHead, trailer http.Header, maxTrailer int) *Body {
-	b := &Body{br: br, trailer: trailer, budget: maxTrailer}
-	b.reset(method, rh)
-	return b
-}
-
-func (b *Body) reset(method string, rh ResponseHead) {
-	switch {
-	case method == "HEAD" || !bodyAllowed(rh.Status):
-		b.kind, b.done = bodyNone, true
-	case rh.Chunked:
-		b.kind, b.chunkHead = bodyChunked, true
-	case rh.ContentLength >= 0:
-		b.kind, b.remaining, b.done = bodyLength, rh.ContentLength, rh.ContentLength == 0
-	default:
-		b.kind = bodyEOF
+// Reset prepares b for a new body read from br. length is the
+// Content-Length for Length framing. Trailers of a chunked body are added to
+// trailer (nil drops them), bounded by maxTrailer bytes.
+func (b *Body) Reset(br *bufio.Reader, f Framing, length int64, trailer http.Header, maxTrailer int) {
+	*b = Body{br: br, kind: f, trailer: trailer, budget: maxTrailer}
+	switch f {
+	case NoBody:
+		b.done = true
+	case Length:
+		b.remaining, b.done = length, length == 0
+	case Chunked:
+		b.chunkHead = true
 	}
 }
 
+// Consumed is how many body bytes were read so far.
+func (b *Body) Consumed() int64 { return b.consumed }
+
 // Done reports whether the body was read completely (for a close-delimited
 // body it never is: the connection cannot be reused).
-func (b *Body) Done() bool { return b.done && b.kind != bodyEOF }
+func (b *Body) Done() bool { return b.done && b.kind != UntilEOF }
 
 // Buffered is how many body bytes can be read without blocking (an upper
 // bound); the proxy flushes a streamed response when it reaches zero.
 func (b *Body) Buffered() int { return b.br.Buffered() }
 
-// ErrUnexpectedEOF is returned when the upstream closes before the body's
+// ErrUnexpectedEOF is returned when the peer closes before the body's
 // declared end.
-var ErrUnexpectedEOF = errors.New("upstream closed the connection before the end of the body")
+var ErrUnexpectedEOF = errors.New("connection closed before the end of the body")
 
 func (b *Body) Read(p []byte) (int, error) {
+	n, err := b.read(p)
+	b.consumed += int64(n)
+	return n, err
+}
+
+func (b *Body) read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
 	switch b.kind {
-	case bodyLength:
+	case Length:
 		return b.readLength(p)
-	case bodyChunked:
+	case Chunked:
 		return b.readChunked(p)
 	default:
 		n, err := b.br.Read(p)
@@ -132,7 +139,7 @@ func (b *Body) readChunked(p []byte) (int, error) {
 // readChunkSize parses "hex[;ext]" and its CRLF.
 func (b *Body) readChunkSize() (int64, error) {
 	budget := 4096
-	line, err := readLine(b.br, &budget)
+	line, err := ReadLine(b.br, &budget)
 	if err != nil {
 		return 0, eofAsUnexpected(err)
 	}
@@ -150,17 +157,17 @@ func (b *Body) readChunkSize() (int64, error) {
 		case c == ';' || c == ' ' || c == '\t':
 			goto ext
 		default:
-			return 0, malformed("bad chunk size line %q", truncate(line))
+			return 0, Malformed("bad chunk size line %q", Truncate(line))
 		}
 		if digits == 15 {
-			return 0, malformed("chunk size too large")
+			return 0, Malformed("chunk size too large")
 		}
 		size = size<<4 | int64(d)
 		digits++
 	}
 ext:
 	if digits == 0 {
-		return 0, malformed("bad chunk size line %q", truncate(line))
+		return 0, Malformed("bad chunk size line %q", Truncate(line))
 	}
 	return size, nil
 }
@@ -174,26 +181,26 @@ func (b *Body) readCRLF() error {
 		return eofAsUnexpected(err)
 	}
 	if c != '\n' {
-		return malformed("chunk data not followed by CRLF")
+		return Malformed("chunk data not followed by CRLF")
 	}
 	return nil
 }
 
 func (b *Body) readTrailer() error {
 	for {
-		line, err := readLine(b.br, &b.budget)
+		line, err := ReadLine(b.br, &b.budget)
 		if err != nil {
 			return eofAsUnexpected(err)
 		}
 		if len(line) == 0 {
 			return nil
 		}
-		name, value, err := splitField(line)
+		name, value, err := SplitField(line)
 		if err != nil {
 			return err
 		}
 		if b.trailer != nil {
-			key := canonicalKey(name)
+			key := CanonicalKey(name)
 			b.trailer[key] = append(b.trailer[key], string(value))
 		}
 	}
