@@ -9,11 +9,14 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/rampart-edge/rampart/l7/h1"
 
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -34,16 +37,16 @@ type listener struct {
 
 // generation is a listener's settings and servers from one snapshot.
 type generation struct {
-	l    *listener
-	cfg  snapshot.Listener
-	key  string
-	tls  *tls.Config
-	h1   *http.Server
-	h2   *http2.Server
-	h1ln *chanListener
-	sem  chan struct{}
+	l      *listener
+	cfg    snapshot.Listener
+	key    string
+	tls    *tls.Config
+	h1     *h1.Server
+	h2     *http2.Server
+	h2base *http.Server // configuration and graceful shutdown for h2
+	sem    chan struct{}
 
-	wg      sync.WaitGroup // handshakes and HTTP/2 connections
+	wg      sync.WaitGroup // every connection's goroutine
 	mu      sync.Mutex
 	h2conns map[net.Conn]struct{}
 }
@@ -85,14 +88,16 @@ func (l *listener) Addr() net.Addr { return l.ln.Addr() }
 func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 	g := &generation{l: l, cfg: cfg, key: settingsKey(cfg),
 		sem: make(chan struct{}, cfg.MaxConnections), h2conns: map[net.Conn]struct{}{}}
-	g.h1ln = newChanListener(l.ln.Addr())
-	g.h1 = &http.Server{
-		Handler:           &entry{p: l.p, listener: cfg.Name},
+	handler := &entry{p: l.p, listener: cfg.Name}
+	g.h1 = &h1.Server{
+		Handler:           handler,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: time.Duration(cfg.ReadHeaderTimeoutMs) * time.Millisecond,
 		IdleTimeout:       time.Duration(cfg.IdleTimeoutMs) * time.Millisecond,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ErrorLog:          l.p.stdErrorLog,
-		ConnState:         g.connState,
+		Logger:            l.p.errLog,
+		Rejected: func(status int, reason string) {
+			l.p.metrics.badRequests.WithLabelValues(strconv.Itoa(status)).Inc()
+		},
 	}
 	if cfg.TLS != nil {
 		g.tls = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: l.certificate}
@@ -105,17 +110,23 @@ func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 		if slices.Contains(cfg.Protocols, "http1") {
 			g.tls.NextProtos = append(g.tls.NextProtos, "http/1.1")
 		}
+		g.h2base = &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: g.h1.ReadHeaderTimeout,
+			IdleTimeout:       g.h1.IdleTimeout,
+			MaxHeaderBytes:    cfg.MaxHeaderBytes,
+			ErrorLog:          l.p.stdErrorLog,
+		}
 		g.h2 = &http2.Server{
 			MaxConcurrentStreams:         uint32(cfg.H2MaxConcurrentStreams),
 			IdleTimeout:                  g.h1.IdleTimeout,
 			MaxUploadBufferPerStream:     256 << 10,
 			MaxUploadBufferPerConnection: 1 << 20,
 		}
-		if err := http2.ConfigureServer(g.h1, g.h2); err != nil {
+		if err := http2.ConfigureServer(g.h2base, g.h2); err != nil {
 			return nil, fmt.Errorf("listener %q: configure http2: %w", cfg.Name, err)
 		}
 	}
-	go func() { _ = g.h1.Serve(g.h1ln) }()
 	return g, nil
 }
 
@@ -182,50 +193,41 @@ func (g *generation) accept(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	g.wg.Add(1)
 	if g.tls == nil {
 		m.connAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
-		if !g.h1ln.deliver(c) {
-			g.release()
-			_ = c.Close()
-		}
+		go g.serveH1(c)
 		return
 	}
-	g.wg.Add(1)
 	go g.handshake(c)
+}
+
+func (g *generation) serveH1(c net.Conn) {
+	defer g.wg.Done()
+	defer g.release()
+	g.h1.ServeConn(c)
 }
 
 func (g *generation) release() { <-g.sem }
 
-// connState frees a connection slot when the HTTP/1.1 server is done with
-// a connection.
-func (g *generation) connState(_ net.Conn, s http.ConnState) {
-	if s == http.StateClosed || s == http.StateHijacked {
-		g.release()
-	}
-}
-
 func (g *generation) handshake(c net.Conn) {
 	defer g.wg.Done()
+	defer g.release()
 	m := g.l.p.metrics
 	tc := tls.Server(c, g.tls)
 	_ = c.SetDeadline(time.Now().Add(time.Duration(g.cfg.ReadHeaderTimeoutMs) * time.Millisecond))
 	if err := tc.Handshake(); err != nil {
 		m.connRejected.WithLabelValues(g.cfg.Name, "tls_handshake").Inc()
 		_ = c.Close()
-		g.release()
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
 	if tc.ConnectionState().NegotiatedProtocol != "h2" {
 		m.connAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
-		if !g.h1ln.deliver(tc) {
-			_ = tc.Close()
-			g.release()
-		}
+		g.h1.ServeConn(tc)
 		return
 	}
 	m.connAccepted.WithLabelValues(g.cfg.Name, "h2").Inc()
-	defer g.release()
 	guard := newH2Guard(tc, g.cfg.H2MaxResetsPerSecond, func(reason string) {
 		m.h2Abuse.WithLabelValues(reason).Inc()
 		g.l.p.errLog.Warn("closing abusive HTTP/2 connection", "listener", g.cfg.Name,
@@ -234,18 +236,19 @@ func (g *generation) handshake(c net.Conn) {
 	g.mu.Lock()
 	g.h2conns[guard] = struct{}{}
 	g.mu.Unlock()
-	g.h2.ServeConn(guard, &http2.ServeConnOpts{BaseConfig: g.h1, Handler: g.h1.Handler})
+	g.h2.ServeConn(guard, &http2.ServeConnOpts{BaseConfig: g.h2base, Handler: g.h2base.Handler})
 	g.mu.Lock()
 	delete(g.h2conns, guard)
 	g.mu.Unlock()
 }
 
-// shutdown stops taking connections, lets HTTP/1.1 connections finish their
-// request and sends GOAWAY on HTTP/2 ones; when ctx ends it closes what is
-// left.
+// shutdown lets HTTP/1.1 connections finish their request and sends GOAWAY
+// on HTTP/2 ones; when ctx ends it closes what is left.
 func (g *generation) shutdown(ctx context.Context) {
-	g.h1ln.Close()
-	err := g.h1.Shutdown(ctx) // also starts HTTP/2 graceful shutdown (GOAWAY)
+	if g.h2base != nil {
+		_ = g.h2base.Shutdown(ctx) // starts HTTP/2 graceful shutdown (GOAWAY)
+	}
+	go func() { _ = g.h1.Shutdown(ctx) }()
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
 	select {
@@ -258,9 +261,6 @@ func (g *generation) shutdown(ctx context.Context) {
 		g.mu.Unlock()
 		<-done
 	}
-	if err != nil {
-		_ = g.h1.Close()
-	}
 }
 
 // close stops the accept loop, then drains the current generation.
@@ -269,41 +269,3 @@ func (l *listener) close(ctx context.Context) {
 	<-l.done
 	l.gen.Load().shutdown(ctx)
 }
-
-// chanListener feeds connections accepted (and TLS-terminated) elsewhere to
-// an http.Server.
-type chanListener struct {
-	addr   net.Addr
-	ch     chan net.Conn
-	done   chan struct{}
-	closed sync.Once
-}
-
-func newChanListener(a net.Addr) *chanListener {
-	return &chanListener{addr: a, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (c *chanListener) deliver(conn net.Conn) bool {
-	select {
-	case c.ch <- conn:
-		return true
-	case <-c.done:
-		return false
-	}
-}
-
-func (c *chanListener) Accept() (net.Conn, error) {
-	select {
-	case conn := <-c.ch:
-		return conn, nil
-	case <-c.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (c *chanListener) Close() error {
-	c.closed.Do(func() { close(c.done) })
-	return nil
-}
-
-func (c *chanListener) Addr() net.Addr { return c.addr }

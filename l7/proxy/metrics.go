@@ -23,6 +23,7 @@ type Metrics struct {
 	connAccepted   *prometheus.CounterVec
 	h2Abuse        *prometheus.CounterVec
 	logDropped     prometheus.Counter
+	badRequests    *prometheus.CounterVec
 
 	mu     sync.Mutex
 	routes map[string]*routeStats // by route id, kept across snapshot swaps
@@ -66,10 +67,13 @@ func NewMetrics() *Metrics {
 		logDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rampart_access_log_dropped_total", Help: "Access log lines dropped because the log writer fell behind.",
 		}),
+		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_bad_requests_total", Help: "HTTP/1.1 requests refused by the parser, by status (400, 417, 431, 501, 505).",
+		}, []string{"code"}),
 		routes: map[string]*routeStats{},
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.upstreamTries, m.unmatched,
-		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.logDropped,
+		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.logDropped, m.badRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

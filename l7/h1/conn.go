@@ -1,0 +1,339 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rampart-edge/rampart/l7/wire"
+)
+
+// Connection states, for Shutdown.
+const (
+	stateIdle int32 = iota // waiting for a request; Shutdown may close it
+	stateActive
+	stateClosing
+)
+
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	cr     connReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	state  atomic.Int32
+	remote string
+	tls    *tls.ConnectionState
+
+	req  *http.Request
+	hdr  http.Header
+	vals []string // backing array of single header values
+	url  url.URL
+	body requestBody
+	w    response
+
+	ctx   reqContext
+	watch watcher
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), hdr: make(http.Header, 16)}
+	c.cr.c = c
+	c.br = bufio.NewReaderSize(&c.cr, bufSize)
+	c.bw = bufio.NewWriterSize(nc, 4<<10)
+	c.ctx.c = c
+	c.ctx.parent = s.BaseContext
+	if c.ctx.parent == nil {
+		c.ctx.parent = context.Background()
+	}
+	c.watch.done = make(chan struct{})
+	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		st := tc.ConnectionState()
+		c.tls = &st
+	}
+	req, _ := http.NewRequestWithContext(&c.ctx, "GET", "/", nil)
+	c.req = req
+	c.body.c = c
+	c.w.c = c
+	c.w.hdr = make(http.Header, 16)
+	return c
+}
+
+func (c *conn) serve() {
+	defer c.close()
+	for {
+		if !c.awaitRequest() {
+			return
+		}
+		keep := c.serveRequest()
+		c.state.Store(stateIdle)
+		if !keep || c.s.shutting.Load() {
+			return
+		}
+	}
+}
+
+func (c *conn) close() {
+	c.state.Store(stateClosing)
+	c.watch.goneOnce.Do(func() { close(c.watch.done) })
+	_ = c.nc.Close()
+}
+
+// interruptIfIdle closes the connection if it is waiting for a request.
+func (c *conn) interruptIfIdle() {
+	if c.state.CompareAndSwap(stateIdle, stateClosing) {
+		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// awaitRequest waits for the first byte of a request within the idle
+// timeout, then bounds the rest of the head by the read-header timeout
+// (unless the whole head is already buffered, the common case).
+func (c *conn) awaitRequest() bool {
+	if c.br.Buffered() == 0 {
+		if c.s.IdleTimeout > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.IdleTimeout))
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return false
+		}
+	}
+	if !c.state.CompareAndSwap(stateIdle, stateActive) {
+		return false // shutting down
+	}
+	if c.s.ReadHeaderTimeout > 0 {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if !bytes.Contains(buf, []byte("\r\n\r\n")) {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
+		}
+	}
+	return true
+}
+
+// serveRequest reads one request, runs the handler and finishes the
+// response. It reports whether the connection may serve another request.
+func (c *conn) serveRequest() (keep bool) {
+	perr := c.readRequest()
+	if perr != nil {
+		if !errors.Is(perr.err, io.EOF) && !isTimeout(perr.err) {
+			c.s.rejected(perr.status, perr.reason)
+			c.writeError(perr.status, perr.reason)
+		}
+		return false
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	c.w.reset(c.req)
+	defer func() {
+		if p := recover(); p != nil {
+			keep = false
+			if p != http.ErrAbortHandler {
+				c.s.logger().Error("handler panic", "panic", p, "method", c.req.Method, "uri", c.req.RequestURI)
+			}
+		}
+	}()
+	c.s.Handler.ServeHTTP(&c.w, c.req)
+	c.watch.stop(c)
+	return c.finish()
+}
+
+// finish completes the response and drains what is left of the request
+// body (up to a bound), reporting whether the connection stays open.
+func (c *conn) finish() bool {
+	c.w.finish()
+	keep := !c.w.closeAfter && !c.req.Close && !c.watch.gone()
+	if keep && !c.body.b.Done() {
+		const maxDrain = 256 << 10
+		n, _ := io.CopyN(io.Discard, &c.body.b, maxDrain+1)
+		keep = n <= maxDrain && c.body.b.Done()
+	}
+	if err := c.bw.Flush(); err != nil {
+		return false
+	}
+	return keep
+}
+
+// parseError is a request the server refuses itself.
+type parseError struct {
+	status int
+	reason string
+	err    error
+}
+
+func refuse(status int, reason string) *parseError {
+	return &parseError{status: status, reason: reason}
+}
+
+var (
+	chunkedTE = []string{"chunked"}
+	proto11   = "HTTP/1.1"
+	proto10   = "HTTP/1.0"
+)
+
+// readRequest parses a request head into c.req.
+func (c *conn) readRequest() *parseError {
+	budget := c.s.MaxHeaderBytes
+	if budget <= 0 {
+		budget = 1 << 20
+	}
+	line, err := wire.ReadLine(c.br, &budget)
+	if err == nil && len(line) == 0 { // one empty line before a request is tolerated
+		line, err = wire.ReadLine(c.br, &budget)
+	}
+	if err != nil {
+		return headError(err)
+	}
+	r := c.req
+	c.resetRequest()
+	if perr := parseRequestLine(line, r, &c.url); perr != nil {
+		return perr
+	}
+	var f framing
+	for {
+		line, err = wire.ReadLine(c.br, &budget)
+		if err != nil {
+			return headError(err)
+		}
+		if len(line) == 0 {
+			break
+		}
+		if perr := f.field(line, c.hdr, &c.vals); perr != nil {
+			return perr
+		}
+	}
+	return c.applyFraming(r, &f)
+}
+
+// resetRequest clears the connection's request for reuse, field by field,
+// so its context (set once, unexported) survives.
+func (c *conn) resetRequest() {
+	r := c.req
+	clear(c.hdr)
+	clear(c.vals)
+	c.vals = c.vals[:0]
+	c.url = url.URL{}
+	r.Method, r.URL, r.Proto, r.ProtoMajor, r.ProtoMinor = "", &c.url, "", 0, 0
+	r.Header, r.Body, r.GetBody, r.ContentLength, r.TransferEncoding = c.hdr, http.NoBody, nil, 0, nil
+	r.Close, r.Host, r.Form, r.PostForm, r.MultipartForm, r.Trailer = false, "", nil, nil, nil, nil
+	r.RemoteAddr, r.RequestURI, r.TLS, r.Response, r.Pattern = c.remote, "", c.tls, nil, ""
+	c.watch.bodyDone.Store(true)
+}
+
+func headError(err error) *parseError {
+	switch {
+	case errors.Is(err, wire.ErrLineTooLong), errors.Is(err, wire.ErrHeadTooLarge):
+		return &parseError{status: http.StatusRequestHeaderFieldsTooLarge, reason: "request header too large", err: err}
+	case errors.Is(err, wire.ErrMalformed):
+		return &parseError{status: http.StatusBadRequest, reason: strings.TrimPrefix(err.Error(), wire.ErrMalformed.Error()+": "), err: err}
+	}
+	return &parseError{err: err}
+}
+
+func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// connReader feeds the bufio.Reader: first any byte the client watcher
+// read, then the connection.
+type connReader struct {
+	c *conn
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	w := &r.c.watch
+	if w.saved {
+		w.saved = false
+		p[0] = w.byte[0]
+		return 1, nil
+	}
+	return r.c.nc.Read(p)
+}
+
+// watcher notices a client that goes away while its request is in the
+// handler, by reading the connection in the background; it only starts
+// when a handler asks for the request context's Done channel.
+type watcher struct {
+	mu       sync.Mutex
+	running  bool
+	finished chan struct{}
+	byte     [1]byte
+	saved    bool // byte holds the first byte of the next request
+	done     chan struct{}
+	goneOnce sync.Once
+	bodyDone atomic.Bool // the request body was read to its end
+}
+
+func (w *watcher) gone() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// start begins the background read unless it would steal request body
+// bytes or the client already sent more.
+func (w *watcher) start(c *conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running || w.gone() || !w.bodyDone.Load() || c.br.Buffered() > 0 {
+		return
+	}
+	w.running = true
+	w.finished = make(chan struct{})
+	go func() {
+		defer close(w.finished)
+		n, err := c.nc.Read(w.byte[:])
+		if n == 1 {
+			w.saved = true
+			return
+		}
+		if err != nil && !isTimeout(err) {
+			w.goneOnce.Do(func() { close(w.done) })
+		}
+	}()
+}
+
+// stop ends a background read, keeping a byte it may have read.
+func (w *watcher) stop(c *conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.running {
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	<-w.finished
+	_ = c.nc.SetReadDeadline(time.Time{})
+	w.running = false
+}
+
+// reqContext is every request's context on one connection: Done closes
+// when the client goes away (or the connection ends).
+type reqContext struct {
+	c      *conn
+	parent context.Context
+}
+
+func (x *reqContext) Deadline() (time.Time, bool) { return x.parent.Deadline() }
+func (x *reqContext) Value(key any) any           { return x.parent.Value(key) }
+
+func (x *reqContext) Done() <-chan struct{} {
+	x.c.watch.start(x.c)
+	return x.c.watch.done
+}
+
+func (x *reqContext) Err() error {
+	if x.c.watch.gone() {
+		return context.Canceled
+	}
+	return x.parent.Err()
+}

@@ -1,0 +1,102 @@
+// Package h1 is rampart's HTTP/1.1 server. It parses strictly (RFC 9112):
+// ambiguous framing, obsolete line folding, malformed chunking and control
+// bytes are refused with a 4xx and the connection closed, never passed on.
+// It serves an http.Handler, reusing one request, header map and response
+// writer per connection, with no goroutine per request and no reader
+// goroutine unless a handler waits for the client to go away.
+package h1
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves HTTP/1.1 on connections handed to ServeConn.
+type Server struct {
+	Handler http.Handler
+	// MaxHeaderBytes bounds the request line and header section together.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout bounds reading a request head once its first byte
+	// arrived; IdleTimeout bounds the wait for the next request.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	// Logger gets handler panics; nil means slog.Default().
+	Logger *slog.Logger
+	// Rejected, when set, is told about every request refused by the parser.
+	Rejected func(status int, reason string)
+	// BaseContext is the parent of every request context; nil: Background.
+	BaseContext context.Context
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	shutting atomic.Bool
+	wg       sync.WaitGroup
+}
+
+// bufSize is the read buffer per connection: no single header line may be
+// longer (nginx's large_client_header_buffers default is 8 KiB).
+const bufSize = 16 << 10
+
+// ServeConn serves one connection until the client closes it, an error or
+// a timeout ends it, or the server shuts down. It closes the connection.
+func (s *Server) ServeConn(nc net.Conn) {
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.conns == nil {
+		s.conns = map[*conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	c.serve()
+}
+
+// Shutdown closes idle connections at once and every other one after its
+// current response (which says Connection: close), then waits for them
+// until ctx ends, when it closes what is left and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutting.Store(true)
+	s.mu.Lock()
+	for c := range s.conns {
+		c.interruptIfIdle()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
+}
+
+func (s *Server) rejected(status int, reason string) {
+	if s.Rejected != nil {
+		s.Rejected(status, reason)
+	}
+}
