@@ -132,7 +132,11 @@ func (c *conn) serveRequest() (keep bool) {
 		}
 		return false
 	}
-	_ = c.nc.SetReadDeadline(time.Time{})
+	if c.req.Body != http.NoBody {
+		// The handler reads the body: lift the head's deadline (it can set
+		// its own through http.ResponseController).
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
 	c.w.reset(c.req)
 	defer func() {
 		if p := recover(); p != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"strconv"
+	"strings"
 )
 
 // ErrMalformed wraps every syntax or framing error in a message.
@@ -97,11 +98,15 @@ func ParseContentLength(v string) (int64, error) {
 	return n, nil
 }
 
-func IsTokenChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' ||
-		c == '+' || c == '-' || c == '.' || c == '^' || c == '_' || c == '`' || c == '|' || c == '~'
-}
+func IsTokenChar(c byte) bool { return tokenChars[c] }
+
+var tokenChars = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()
 
 func Truncate(b []byte) string {
 	if len(b) > 64 {
