@@ -18,7 +18,7 @@ deps:
 
 ## test: install what the tests need, then run every test, vet, and a short fuzz pass
 test: deps vet
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
 	hack/fuzz.sh $(FUZZTIME)
 
 vet:

@@ -151,20 +151,46 @@ func (c *conn) serveRequest() (keep bool) {
 	return c.finish()
 }
 
+// maxDrain is how much of a request body the handler left unread the
+// server reads and discards to keep the connection.
+const maxDrain = 256 << 10
+
+// bodyTooBigToDrain reports, before the response head goes out, that the
+// connection will close because too much of the body is left.
+func (c *conn) bodyTooBigToDrain() bool {
+	r := c.req
+	return r.ContentLength > 0 && !c.body.b.Done() && r.ContentLength-c.body.b.Consumed() > maxDrain
+}
+
 // finish completes the response and drains what is left of the request
 // body (up to a bound), reporting whether the connection stays open.
 func (c *conn) finish() bool {
 	c.w.finish()
 	keep := !c.w.closeAfter && !c.req.Close && !c.watch.gone()
 	if keep && !c.body.b.Done() {
-		const maxDrain = 256 << 10
 		n, _ := io.CopyN(io.Discard, &c.body.b, maxDrain+1)
 		keep = n <= maxDrain && c.body.b.Done()
 	}
 	if err := c.bw.Flush(); err != nil {
 		return false
 	}
+	if !c.body.b.Done() {
+		c.lingerClose()
+	}
 	return keep
+}
+
+// lingerClose ends a connection whose client may still be sending a body
+// the server will not read: closing at once would make the kernel answer
+// with a reset that can destroy the response before the client reads it.
+// So: send FIN, discard what arrives for a short while, then close.
+func (c *conn) lingerClose() {
+	type closeWriter interface{ CloseWrite() error }
+	if cw, ok := c.nc.(closeWriter); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, _ = io.CopyN(io.Discard, c.nc, 4<<20)
 }
 
 // parseError is a request the server refuses itself.

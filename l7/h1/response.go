@@ -81,7 +81,7 @@ func (w *response) WriteHeader(code int) {
 			}
 		}
 	}
-	if w.req.Close || w.c.s.shutting.Load() {
+	if w.req.Close || w.c.s.shutting.Load() || w.c.bodyTooBigToDrain() {
 		w.closeAfter = true
 	}
 	w.writeHead()

@@ -173,11 +173,17 @@ func (u *testUpstream) Last() *http.Request {
 
 func startUpstream(t testing.TB, name string, h http.HandlerFunc) *testUpstream {
 	t.Helper()
+	return startUpstreamWith(t, name, h, nil)
+}
+
+// startUpstreamWith lets configure adjust the server before it starts.
+func startUpstreamWith(t testing.TB, name string, h http.HandlerFunc, configure func(*http.Server)) *testUpstream {
+	t.Helper()
 	u := &testUpstream{name: name}
 	if h == nil {
 		h = func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, name+" "+r.URL.Path) }
 	}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.count++
 		u.last = r.Clone(context.Background())
@@ -185,6 +191,10 @@ func startUpstream(t testing.TB, name string, h http.HandlerFunc) *testUpstream 
 		w.Header().Set("X-Upstream", name)
 		h(w, r)
 	}))
+	if configure != nil {
+		configure(u.Config)
+	}
+	u.Start()
 	t.Cleanup(u.Close)
 	return u
 }

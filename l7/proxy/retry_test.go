@@ -111,8 +111,7 @@ func TestWriteWithBodyIsSentOnceWhenUpstreamResets(t *testing.T) {
 // picks such a connection is replayed on a fresh one instead of failing.
 func TestStaleKeepAliveConnectionIsReplayed(t *testing.T) {
 	l := newLab(t)
-	up := startUpstream(t, "app", nil)
-	up.Config.IdleTimeout = 50 * time.Millisecond
+	up := startUpstreamWith(t, "app", nil, func(s *http.Server) { s.IdleTimeout = 50 * time.Millisecond })
 	singleRoute(l, up.Addr(), func(r *snapshot.Route) { r.Methods = []string{"GET"}; r.RequestClass = "read"; r.Idempotency = "safe" })
 	for i := 0; i < 5; i++ {
 		if code, _, _ := get(t, http.DefaultClient, l.url("http", "/x")); code != 200 {
