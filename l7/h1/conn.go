@@ -141,11 +141,13 @@ func (c *conn) serveRequest() (keep bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			keep = false
+			c.watch.stop(c)
 			if p != http.ErrAbortHandler {
 				c.s.logger().Error("handler panic", "panic", p, "method", c.req.Method, "uri", c.req.RequestURI)
 			}
 		}
 	}()
+	c.watch.begin()
 	c.s.Handler.ServeHTTP(&c.w, c.req)
 	c.watch.stop(c)
 	return c.finish()
@@ -292,6 +294,7 @@ func (r *connReader) Read(p []byte) (int, error) {
 // when a handler asks for the request context's Done channel.
 type watcher struct {
 	mu       sync.Mutex
+	active   bool // a handler is running: only then may a read start
 	running  bool
 	finished chan struct{}
 	byte     [1]byte
@@ -310,12 +313,19 @@ func (w *watcher) gone() bool {
 	}
 }
 
-// start begins the background read unless it would steal request body
-// bytes or the client already sent more.
+func (w *watcher) begin() {
+	w.mu.Lock()
+	w.active = true
+	w.mu.Unlock()
+}
+
+// start begins the background read unless no handler runs (Done may be
+// called late, from another goroutine), it would steal request body bytes,
+// or the client already sent more.
 func (w *watcher) start(c *conn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.running || w.gone() || !w.bodyDone.Load() || c.br.Buffered() > 0 {
+	if !w.active || w.running || w.gone() || !w.bodyDone.Load() || c.br.Buffered() > 0 {
 		return
 	}
 	w.running = true
@@ -337,6 +347,7 @@ func (w *watcher) start(c *conn) {
 func (w *watcher) stop(c *conn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.active = false
 	if !w.running {
 		return
 	}
