@@ -228,6 +228,14 @@ func TestRestartServesLastKnownGood(t *testing.T) {
 	e.write("a.snap", e.file(snapshot.Version{Epoch: 1, Sequence: 7}, addr))
 	p, _ := e.start(ctx)
 	waitFor(t, "1.7 active", func() bool { return active(p) == "1.7" })
+	waitFor(t, "1.7 persisted", func() bool {
+		data, err := os.ReadFile(filepath.Join(e.state, snapdir.LastKnownGood))
+		if err != nil {
+			return false
+		}
+		s, err := snapshot.Parse(data, e.pub)
+		return err == nil && s.Version == snapshot.Version{Epoch: 1, Sequence: 7}
+	})
 	cancel()
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
