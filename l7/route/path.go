@@ -65,7 +65,7 @@ func isNormal(p string) bool {
 			seg = i + 1
 		case '%':
 			if i+2 >= len(p) || !isUpperHex(p[i+1]) || !isUpperHex(p[i+2]) ||
-				!keepEscaped[unhex(p[i+1])<<4|unhex(p[i+2])] {
+				!keepEscaped[snapshot.Unhex(p[i+1])<<4|snapshot.Unhex(p[i+2])] {
 				return false
 			}
 			i += 2
@@ -156,7 +156,7 @@ func escape(raw string, i int, policy SlashPolicy) (byte, error) {
 		end := min(i+3, len(raw))
 		return 0, fmt.Errorf("%w: malformed escape %q at offset %d", ErrBadPath, raw[i:end], i)
 	}
-	b := unhex(raw[i+1])<<4 | unhex(raw[i+2])
+	b := snapshot.Unhex(raw[i+1])<<4 | snapshot.Unhex(raw[i+2])
 	switch {
 	case b == 0:
 		return 0, fmt.Errorf("%w: escape %q (NUL) at offset %d", ErrBadPath, raw[i:i+3], i)
@@ -186,17 +186,6 @@ func upper(c byte) byte {
 	return c
 }
 
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	default:
-		return c - 'A' + 10
-	}
-}
-
 // literalReachable reports whether a template literal is in the normal form
 // NormalizePath produces, so that some request path can match it.
 func literalReachable(s string) bool {
@@ -207,7 +196,7 @@ func literalReachable(s string) bool {
 		switch c := s[i]; {
 		case c == '%':
 			if i+2 >= len(s) || !isUpperHex(s[i+1]) || !isUpperHex(s[i+2]) ||
-				!keepEscaped[unhex(s[i+1])<<4|unhex(s[i+2])] {
+				!keepEscaped[snapshot.Unhex(s[i+1])<<4|snapshot.Unhex(s[i+2])] {
 				return false
 			}
 			i += 2

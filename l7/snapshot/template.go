@@ -170,7 +170,7 @@ func checkLiteral(p string) error {
 			if i+2 >= len(p) || !isUpperHex(p[i+1]) || !isUpperHex(p[i+2]) {
 				return errors.New("a percent-escape must be % and two upper-case hex digits")
 			}
-			b := unhex(p[i+1])<<4 | unhex(p[i+2])
+			b := Unhex(p[i+1])<<4 | Unhex(p[i+2])
 			if IsUnreserved(b) {
 				return fmt.Errorf("%%%c%c encodes the unreserved %q: write it plainly", p[i+1], p[i+2], b)
 			}
@@ -211,7 +211,8 @@ func IsPathChar(c byte) bool {
 
 func isUpperHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'F' }
 
-func unhex(c byte) byte {
+// Unhex is the value of a hex digit (either case).
+func Unhex(c byte) byte {
 	switch {
 	case c >= '0' && c <= '9':
 		return c - '0'

@@ -30,6 +30,20 @@ type problems []string
 
 func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
 
+// named returns how to refer to the i-th item of a kind in problems, and
+// reports a missing or duplicate name.
+func (p *problems) named(kind, name string, i int, seen map[string]bool) string {
+	where := fmt.Sprintf("%s %q", kind, name)
+	if name == "" {
+		where = fmt.Sprintf("%s #%d", kind, i+1)
+		p.add("%s: name is missing", where)
+	} else if seen[name] {
+		p.add("%s: duplicate name", where)
+	}
+	seen[name] = true
+	return where
+}
+
 // Validate checks a normalised config and reports every problem in one error
 // (a *ValidationError), or nil. Call Normalize first.
 func Validate(c *Config) error {
@@ -60,14 +74,7 @@ func validateListeners(ls []Listener, p *problems) {
 	}
 	names, addrs := map[string]bool{}, map[string]string{}
 	for i, l := range ls {
-		where := fmt.Sprintf("listener %q", l.Name)
-		if l.Name == "" {
-			where = fmt.Sprintf("listener #%d", i+1)
-			p.add("%s: name is missing", where)
-		} else if names[l.Name] {
-			p.add("%s: duplicate name", where)
-		}
-		names[l.Name] = true
+		where := p.named("listener", l.Name, i, names)
 		if _, err := netip.ParseAddrPort(l.Address); err != nil {
 			p.add("%s: address %q is not ip:port (port 0 picks a free port)", where, l.Address)
 		} else if other, dup := addrs[l.Address]; dup && !strings.HasSuffix(l.Address, ":0") {
@@ -131,14 +138,7 @@ func checkAddress(a string) error {
 func validateClusters(cs []Cluster, p *problems) map[string]bool {
 	names := map[string]bool{}
 	for i, c := range cs {
-		where := fmt.Sprintf("cluster %q", c.Name)
-		if c.Name == "" {
-			where = fmt.Sprintf("cluster #%d", i+1)
-			p.add("%s: name is missing", where)
-		} else if names[c.Name] {
-			p.add("%s: duplicate name", where)
-		}
-		names[c.Name] = true
+		where := p.named("cluster", c.Name, i, names)
 		if len(c.Endpoints) == 0 {
 			p.add("%s: at least one endpoint is required", where)
 		}
