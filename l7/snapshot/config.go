@@ -10,6 +10,8 @@ import "fmt"
 type Config struct {
 	Version   Version    `yaml:"version" json:"version"`
 	Routing   Routing    `yaml:"routing" json:"routing"`
+	Limits    Limits     `yaml:"limits" json:"limits"`
+	Telemetry Telemetry  `yaml:"telemetry" json:"telemetry"`
 	Listeners []Listener `yaml:"listeners" json:"listeners"`
 	Clusters  []Cluster  `yaml:"clusters" json:"clusters"`
 	Routes    []Route    `yaml:"routes" json:"routes"`
@@ -46,7 +48,7 @@ type Routing struct {
 type Listener struct {
 	Name      string   `yaml:"name" json:"name"`
 	Address   string   `yaml:"address" json:"address"`
-	Protocols []string `yaml:"protocols" json:"protocols"` // http1, h2
+	Protocols []string `yaml:"protocols" json:"protocols"` // http1, h2, h3
 	TLS       *TLS     `yaml:"tls" json:"tls,omitempty"`
 
 	MaxHeaderBytes         int   `yaml:"max_header_bytes" json:"max_header_bytes"`
@@ -79,6 +81,16 @@ type Cluster struct {
 	Endpoints          []Endpoint `yaml:"endpoints" json:"endpoints"`
 	ConnectTimeoutMs   int        `yaml:"connect_timeout_ms" json:"connect_timeout_ms"`
 	MaxIdlePerEndpoint int        `yaml:"max_idle_per_endpoint" json:"max_idle_per_endpoint"`
+	// Protocol to the endpoints: http1 (default) or h2c (HTTP/2 without
+	// TLS, prior knowledge; needed for gRPC).
+	Protocol       string       `yaml:"protocol" json:"protocol"`
+	HealthCheck    *HealthCheck `yaml:"health_check" json:"health_check,omitempty"`
+	Outlier        Outlier      `yaml:"outlier_detection" json:"outlier_detection"`
+	CircuitBreaker Breaker      `yaml:"circuit_breaker" json:"circuit_breaker"`
+	RetryBudget    RetryBudget  `yaml:"retry_budget" json:"retry_budget"`
+	// PanicMode is what happens when no endpoint is healthy: fail_closed
+	// (503, the default) or all_endpoints (use every endpoint anyway).
+	PanicMode string `yaml:"panic_mode" json:"panic_mode"`
 }
 
 // Endpoint is one upstream server.
@@ -103,6 +115,9 @@ type Route struct {
 	TrafficSplit    []Split      `yaml:"traffic_split" json:"traffic_split,omitempty"`
 	RequestClass    string       `yaml:"request_class" json:"request_class"` // read | write
 	Idempotency     string       `yaml:"idempotency" json:"idempotency"`     // safe | key:<Header> | none
+	// MaxConcurrentRequests bounds this route's requests in flight; 0 means
+	// only the global limit applies.
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
 }
 
 // RetryPolicy bounds how a route's requests are retried.

@@ -52,6 +52,7 @@ func Normalize(c *Config) {
 	for i := range c.Listeners {
 		normalizeListener(&c.Listeners[i])
 	}
+	normalizeResilience(c)
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		setDefault(&cl.ConnectTimeoutMs, DefaultConnectTimeoutMs)

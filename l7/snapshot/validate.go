@@ -62,6 +62,7 @@ func Validate(c *Config) error {
 	validateListeners(c.Listeners, &p)
 	clusters := validateClusters(c.Clusters, &p)
 	validateRoutes(c, clusters, &p)
+	validateResilience(c, &p)
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
 	}
@@ -84,12 +85,12 @@ func validateListeners(ls []Listener, p *problems) {
 		for _, proto := range l.Protocols {
 			switch proto {
 			case "http1":
-			case "h2":
+			case "h2", "h3":
 				if l.TLS == nil {
-					p.add("%s: protocol h2 needs tls (cleartext h2c is not served)", where)
+					p.add("%s: protocol %s needs tls (cleartext h2c is not served)", where, proto)
 				}
 			default:
-				p.add("%s: unknown protocol %q (want http1 or h2)", where, proto)
+				p.add("%s: unknown protocol %q (want http1, h2 or h3)", where, proto)
 			}
 		}
 		if l.TLS != nil {
