@@ -8,15 +8,19 @@ import (
 	"github.com/rampart-edge/rampart/l7/upstream"
 )
 
-// clusterRT is one cluster of a runtime: its endpoints and the smooth
-// weighted round-robin state that spreads requests over them.
+// clusterRT is one cluster of a runtime: its settings, its endpoints, the
+// state it shares with earlier runtimes, and the smooth weighted
+// round-robin state that spreads requests over the available endpoints.
 type clusterRT struct {
 	name      string
+	cfg       *snapshot.Cluster
+	state     *clusterState
+	region    string // the proxy's region: its endpoints are preferred
 	endpoints []*endpointRT
 
 	mu      sync.Mutex
-	current []int // smooth WRR current weights, one per endpoint
-	total   int
+	current []int  // smooth WRR current weights, one per endpoint
+	ok      []bool // scratch: eligible in this pick
 }
 
 type endpointRT struct {
@@ -25,20 +29,24 @@ type endpointRT struct {
 	region string
 	zone   string
 	pool   *upstream.Pool
+	state  *endpointState
 }
 
-func newClusterRT(cl *snapshot.Cluster, pl *pools, old *clusterRT) *clusterRT {
-	c := &clusterRT{name: cl.Name, current: make([]int, len(cl.Endpoints))}
+func newClusterRT(cl *snapshot.Cluster, env *runtimeEnv, old *clusterRT) *clusterRT {
+	cs := env.states.cluster(cl)
+	c := &clusterRT{name: cl.Name, cfg: cl, state: cs, region: env.region,
+		current: make([]int, len(cl.Endpoints)), ok: make([]bool, len(cl.Endpoints))}
 	cfg := upstream.PoolConfig{
 		ConnectTimeout: time.Duration(cl.ConnectTimeoutMs) * time.Millisecond,
 		MaxIdle:        cl.MaxIdlePerEndpoint,
+		Limiter:        cs.limiter,
 	}
 	for _, e := range cl.Endpoints {
 		c.endpoints = append(c.endpoints, &endpointRT{
 			addr: e.Address, weight: e.Weight, region: e.Region, zone: e.Zone,
-			pool: pl.get(poolKey{addr: e.Address, cfg: cfg}),
+			pool:  env.pools.get(poolKey{cluster: cl.Name, addr: e.Address, cfg: cfg}),
+			state: cs.endpoint(e.Address),
 		})
-		c.total += e.Weight
 	}
 	if old != nil && sameEndpoints(old, c) {
 		old.mu.Lock()
@@ -61,35 +69,58 @@ func sameEndpoints(a, b *clusterRT) bool {
 }
 
 // pick returns the next endpoint by smooth weighted round-robin (as nginx
-// does): every endpoint gains its weight, the largest is chosen and pays the
-// total. Over any window of `total` picks each endpoint is chosen exactly
-// weight times, interleaved rather than in runs. skip, when not nil, is
-// avoided if another endpoint exists (for retries).
-func (c *clusterRT) pick(skip *endpointRT) *endpointRT {
-	if len(c.endpoints) == 1 {
-		return c.endpoints[0]
-	}
+// does: every eligible endpoint gains its weight, the largest is chosen and
+// pays the total; over any window each is chosen in proportion to its
+// weight, interleaved). Eligible means healthy and not ejected; among those,
+// the proxy's own region is preferred when it has any. skip (the endpoint
+// a retry comes from) is avoided when another is eligible. With no eligible
+// endpoint, a cluster in fail_closed panic mode returns nil; in
+// all_endpoints mode every endpoint becomes eligible. panicked reports that.
+func (c *clusterRT) pick(skip *endpointRT) (e *endpointRT, panicked bool) {
+	now := time.Now().UnixNano()
 	c.mu.Lock()
-	best := -1
-	for i, e := range c.endpoints {
-		c.current[i] += e.weight
-		if e == skip {
+	defer c.mu.Unlock()
+	avail, local := c.classify(now, skip)
+	if avail == 0 && skip != nil {
+		avail, local = c.classify(now, nil)
+	}
+	if avail == 0 {
+		if c.cfg.PanicMode != "all_endpoints" {
+			return nil, true
+		}
+		for i := range c.ok {
+			c.ok[i] = true
+		}
+		avail, local, panicked = len(c.ok), 0, true
+	}
+	onlyLocal := c.region != "" && local > 0 && local < avail
+	best, total := -1, 0
+	for i, ep := range c.endpoints {
+		if !c.ok[i] || (onlyLocal && ep.region != c.region) {
 			continue
 		}
+		c.current[i] += ep.weight
+		total += ep.weight
 		if best < 0 || c.current[i] > c.current[best] {
 			best = i
 		}
 	}
-	total := c.total
-	if skip != nil {
-		total -= skip.weight
-		for i, e := range c.endpoints {
-			if e == skip {
-				c.current[i] -= e.weight
+	c.current[best] -= total
+	return c.endpoints[best], panicked
+}
+
+// classify marks the eligible endpoints and counts them (all, and in the
+// proxy's region). The caller holds c.mu.
+func (c *clusterRT) classify(now int64, skip *endpointRT) (avail, local int) {
+	for i, ep := range c.endpoints {
+		ok := ep != skip && ep.state.available(now)
+		c.ok[i] = ok
+		if ok {
+			avail++
+			if c.region != "" && ep.region == c.region {
+				local++
 			}
 		}
 	}
-	c.current[best] -= total
-	c.mu.Unlock()
-	return c.endpoints[best]
+	return avail, local
 }

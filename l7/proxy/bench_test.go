@@ -91,13 +91,14 @@ func BenchmarkBuildRuntime20k(b *testing.B) {
 	m := NewMetrics()
 	var pl pools
 	defer pl.closeAll()
+	env := &runtimeEnv{pools: &pl, states: &states{metrics: m}, metrics: m}
 	var rt *Runtime
 	for b.Loop() {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		var err error
-		rt, err = buildRuntime(s, &pl, m, nil)
+		rt, err = buildRuntime(s, env, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

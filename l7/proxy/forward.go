@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -30,21 +31,32 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 
 // forwarding is one request's trip upstream, with its retries.
 type forwarding struct {
-	p          *Proxy
-	w          http.ResponseWriter
-	r          *http.Request
-	rr         *routeRT
-	cl         *clusterRT
-	path       string
-	query      string
-	reqID      string
-	deadline   time.Time
-	maxBody    int64
-	log        *accessEntry
-	abort      bool // the response must be cut off (its head was already sent)
-	body       io.Reader
-	hasBody    bool
-	bodyReadOK bool // no byte of the request body has been consumed yet
+	p            *Proxy
+	w            http.ResponseWriter
+	r            *http.Request
+	rr           *routeRT
+	cl           *clusterRT
+	path         string
+	query        string
+	reqID        string
+	deadline     time.Time
+	maxBody      int64
+	log          *accessEntry
+	abort        bool // the response must be cut off (its head was already sent)
+	body         io.Reader
+	hasBody      bool
+	bodyLen      int64  // body length sent upstream; -1: chunked
+	bodyReadOK   bool   // no byte of the request body has been consumed yet
+	replay       []byte // the whole body, kept so the request can be retried
+	replayBuf    *[]byte
+	eligible     bool // safe to repeat: GET/HEAD/OPTIONS, or carries its idempotency key
+	attempt      int
+	retries      int
+	wait         time.Duration // backoff before the next attempt
+	fault        string        // whose fault a failure is: gateway, upstream
+	preset       []string      // response header keys set before the proxy ran (kept on reset)
+	admitted     uint8
+	releaseRetry []func()
 }
 
 // outcome of one attempt.
@@ -58,29 +70,35 @@ const (
 )
 
 func (f *forwarding) run() {
-	r := f.r
-	f.hasBody = r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-	f.bodyReadOK = true
-	if f.hasBody {
-		if f.maxBody >= 0 && r.ContentLength > f.maxBody {
-			f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
-			return
-		}
-		f.body = r.Body
-		if f.maxBody >= 0 {
-			f.body = http.MaxBytesReader(f.w, r.Body, f.maxBody)
-		}
+	defer f.recordFault()
+	f.preset = presetKeys(f.w.Header())
+	if !f.admit() {
+		return
+	}
+	defer f.release()
+	if !f.prepareBody() {
+		return
 	}
 	var prev *endpointRT
 	staleUsed := false
-	for attempt := 1; ; {
-		ep := f.cl.pick(prev)
+	for f.attempt = 1; ; {
+		ep, panicked := f.cl.pick(prev)
+		if panicked {
+			f.p.metrics.noHealthy.WithLabelValues(f.cl.name, f.cl.cfg.PanicMode).Inc()
+		}
+		if ep == nil {
+			f.fault = faultUpstream
+			f.w.Header().Set("Retry-After", "1")
+			f.fail(http.StatusServiceUnavailable, "no healthy upstream endpoint")
+			return
+		}
 		f.log.upstream = ep.addr
-		switch f.try(ep, attempt < f.rr.maxTries) {
+		switch f.try(ep) {
 		case served:
 			return
 		case retryStale:
 			if staleUsed {
+				f.fault = faultUpstream
 				f.fail(http.StatusBadGateway, "upstream closed the connection")
 				return
 			}
@@ -88,38 +106,79 @@ func (f *forwarding) run() {
 			f.p.metrics.upstreamTries.WithLabelValues(f.cl.name, "stale_connection").Inc()
 			continue // same endpoint, fresh connection, attempt not charged
 		case retryDial:
-			attempt++
 			f.p.metrics.upstreamTries.WithLabelValues(f.cl.name, "connect").Inc()
-			prev = ep
 		case retryCode:
-			attempt++
 			f.p.metrics.upstreamTries.WithLabelValues(f.cl.name, "status").Inc()
-			prev = ep
+		}
+		f.attempt++
+		prev = ep
+		if f.wait > 0 && !f.sleep(f.wait) {
+			f.upstreamFailed(context.Canceled)
+			return
 		}
 	}
 }
 
-// canRetryStatus: a retryable status is retried only for a request that is
-// safe to repeat and whose body (if any) has not been consumed.
-func (f *forwarding) canRetryStatus() bool {
-	if f.hasBody || time.Now().After(f.deadline) {
+// mayRetry decides, before an answer is given up, whether this request may
+// be tried again: attempts left, time left for a backoff and an attempt,
+// and room in the cluster's retry budget. A status retry also needs a
+// request that is safe to repeat and a body that can be sent again; a
+// failure to connect sent nothing, so any request may retry it.
+func (f *forwarding) mayRetry(afterStatus bool) bool {
+	if f.attempt >= f.rr.maxTries {
 		return false
 	}
-	if f.rr.safeRetry {
-		return true
+	if afterStatus && (!f.eligible || (f.hasBody && f.replay == nil)) {
+		return false
 	}
-	return f.rr.idemKey != "" && f.r.Header.Get(f.rr.idemKey) != ""
+	if !afterStatus && !f.bodyReadOK && f.replay == nil {
+		return false
+	}
+	wait := backoff(f.attempt)
+	if time.Now().Add(wait + minAttempt).After(f.deadline) {
+		return false
+	}
+	done, ok := f.cl.state.admitRetry(f.cl.cfg.RetryBudget)
+	if !ok {
+		f.p.metrics.budgetExhausted.WithLabelValues(f.cl.name).Inc()
+		return false
+	}
+	f.wait = wait
+	f.retries++
+	f.releaseRetry = append(f.releaseRetry, done)
+	return true
 }
 
-func (f *forwarding) try(ep *endpointRT, mayRetry bool) outcome {
+// minAttempt is the least time worth giving another attempt.
+const minAttempt = 5 * time.Millisecond
+
+func (f *forwarding) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-f.r.Context().Done():
+		return false
+	}
+}
+
+func (f *forwarding) try(ep *endpointRT) outcome {
 	ctx := f.r.Context()
 	maxAge := time.Duration(0)
-	if f.hasBody {
+	if !f.eligible && (f.hasBody || f.r.Method != "GET") {
 		maxAge = staleAge
 	}
 	conn, err := ep.pool.Get(ctx, f.deadline, maxAge)
 	if err != nil {
-		if mayRetry && ctx.Err() == nil && time.Now().Before(f.deadline) {
+		if errors.Is(err, upstream.ErrTooManyConnections) {
+			f.shed("connections")
+			return served
+		}
+		if ctx.Err() == nil {
+			f.cl.report(ep, 0, true)
+		}
+		if ctx.Err() == nil && f.mayRetry(false) {
 			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, "connect").Inc()
 			return retryDial
 		}
@@ -130,7 +189,9 @@ func (f *forwarding) try(ep *endpointRT, mayRetry bool) outcome {
 
 	bw := conn.Writer()
 	f.writeHead(bw)
-	if f.hasBody {
+	if f.replay != nil {
+		_, _ = bw.Write(f.replay)
+	} else if f.hasBody {
 		if err := f.copyRequestBody(bw); err != nil {
 			conn.Close()
 			return served
@@ -138,9 +199,10 @@ func (f *forwarding) try(ep *endpointRT, mayRetry bool) outcome {
 	}
 	if err := bw.Flush(); err != nil {
 		conn.Close()
-		if conn.Reused && f.bodyReadOK && ctx.Err() == nil {
-			return retryStale
+		if conn.Reused && (f.bodyReadOK || f.replay != nil) && ctx.Err() == nil {
+			return retryStale // the write failed: nothing reached a live server
 		}
+		f.cl.report(ep, 0, true)
 		f.upstreamFailed(err)
 		return served
 	}
@@ -162,25 +224,35 @@ func (f *forwarding) try(ep *endpointRT, mayRetry bool) outcome {
 	}
 	if err != nil {
 		conn.Close()
-		clear(hdr)
-		if rh.Status == 0 && conn.Reused && f.bodyReadOK && !f.hasBody && ctx.Err() == nil && isConnDrop(err) {
+		f.resetHeader()
+		// A reused connection that the server had closed while idle: the
+		// request may be replayed if it is safe to repeat.
+		if rh.Status == 0 && conn.Reused && f.eligible && (!f.hasBody || f.replay != nil) && ctx.Err() == nil && isConnDrop(err) {
 			return retryStale
+		}
+		if ctx.Err() == nil {
+			f.cl.report(ep, 0, true)
 		}
 		f.upstreamFailed(err)
 		return served
 	}
+	f.cl.report(ep, rh.Status, false)
 	if rh.Status == 101 {
 		conn.Close()
-		clear(hdr)
+		f.resetHeader()
+		f.fault = faultUpstream
 		f.fail(http.StatusBadGateway, "upstream switched protocols without an upgrade request")
 		return served
 	}
-	if mayRetry && f.rr.retryable(rh.Status) && f.canRetryStatus() {
+	if f.rr.retryable(rh.Status) && f.mayRetry(true) {
 		b := conn.Body(f.r.Method, rh, nil)
 		_, _ = io.CopyN(io.Discard, b, retryDrainBytes)
 		conn.Release(b.Done() && !rh.Close)
-		clear(hdr)
+		f.resetHeader()
 		return retryCode
+	}
+	if rh.Status >= 500 {
+		f.fault = faultUpstream
 	}
 	f.respond(conn, rh)
 	return served
@@ -240,7 +312,7 @@ func (f *forwarding) copyRequestBody(bw *bufio.Writer) error {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
-	chunked := f.r.ContentLength < 0
+	chunked := f.bodyLen < 0
 	for {
 		n, rerr := f.body.Read(buf)
 		if n > 0 {
@@ -289,8 +361,10 @@ func (f *forwarding) upstreamFailed(err error) {
 		return
 	case "timeout":
 		f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, kind).Inc()
+		f.fault = faultUpstream
 		f.fail(http.StatusGatewayTimeout, "upstream did not answer within the route timeout")
 	default:
+		f.fault = faultUpstream
 		f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, kind).Inc()
 		f.fail(http.StatusBadGateway, "upstream "+kind+" error")
 	}
@@ -313,8 +387,35 @@ func (f *forwarding) errKind(err error) string {
 
 func (f *forwarding) fail(code int, msg string) {
 	f.log.status = code
-	clear(f.w.Header())
+	retryAfter := f.w.Header().Get("Retry-After")
+	f.resetHeader()
+	if retryAfter != "" {
+		f.w.Header().Set("Retry-After", retryAfter)
+	}
 	writeError(f.w, code, msg, f.reqID)
+}
+
+// presetKeys notes response header keys set before the proxy ran (by a
+// wrapping handler); they survive resetHeader. Usually there are none.
+func presetKeys(h http.Header) []string {
+	if len(h) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// resetHeader drops what an upstream answer put in the response header.
+func (f *forwarding) resetHeader() {
+	h := f.w.Header()
+	for k := range h {
+		if !slices.Contains(f.preset, k) {
+			delete(h, k)
+		}
+	}
 }
 
 func isConnDrop(err error) bool {

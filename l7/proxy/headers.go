@@ -58,8 +58,8 @@ func (f *forwarding) writeHead(bw *bufio.Writer) {
 	}
 	writeField(bw, "X-Rampart-Timeout-Ms", string(strconv.AppendInt(num[:0], left, 10)))
 	if f.hasBody {
-		if r.ContentLength > 0 {
-			writeField(bw, "Content-Length", string(strconv.AppendInt(num[:0], r.ContentLength, 10)))
+		if f.bodyLen >= 0 {
+			writeField(bw, "Content-Length", string(strconv.AppendInt(num[:0], f.bodyLen, 10)))
 		} else {
 			_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 		}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -24,6 +25,16 @@ type Metrics struct {
 	h2Abuse        *prometheus.CounterVec
 	logDropped     prometheus.Counter
 	badRequests    *prometheus.CounterVec
+
+	outlierEjections  *prometheus.CounterVec
+	outlierSkipped    *prometheus.CounterVec
+	healthChecks      *prometheus.CounterVec
+	healthTransitions *prometheus.CounterVec
+	endpointHealthy   *prometheus.GaugeVec
+	noHealthy         *prometheus.CounterVec
+	shed              *prometheus.CounterVec
+	faults            *prometheus.CounterVec
+	budgetExhausted   *prometheus.CounterVec
 
 	mu     sync.Mutex
 	routes map[string]*routeStats // by route id, kept across snapshot swaps
@@ -70,10 +81,39 @@ func NewMetrics() *Metrics {
 		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_bad_requests_total", Help: "HTTP/1.1 requests refused by the parser, by status (400, 417, 431, 501, 505).",
 		}, []string{"code"}),
+		outlierEjections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_outlier_ejections_total", Help: "Endpoints ejected by passive outlier detection, by cluster.",
+		}, []string{"cluster"}),
+		outlierSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_outlier_ejections_skipped_total", Help: "Ejections not done because max_ejection_percent of the cluster was already out.",
+		}, []string{"cluster"}),
+		healthChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_health_checks_total", Help: "Active health checks, by cluster and result (pass, fail).",
+		}, []string{"cluster", "result"}),
+		healthTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_health_transitions_total", Help: "Endpoints changing health by active check, by cluster and new state.",
+		}, []string{"cluster", "to"}),
+		endpointHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rampart_endpoint_healthy", Help: "1 when the endpoint passes its active health check, 0 when not (clusters with health checks only).",
+		}, []string{"cluster", "endpoint"}),
+		noHealthy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_upstream_panic_total", Help: "Requests that found no healthy endpoint, by cluster and panic action (fail_closed: 503; all_endpoints: sent anyway).",
+		}, []string{"cluster", "action"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_shed_total", Help: "Requests refused at once with 503, by scope (global, route, breaker, connections).",
+		}, []string{"scope"}),
+		faults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_request_errors_total", Help: "Failed requests by route and whose fault: gateway (shed, internal), upstream (5xx, unreachable, no healthy endpoint), client (4xx, 499).",
+		}, []string{"route", "fault"}),
+		budgetExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_retry_budget_exhausted_total", Help: "Retries not made because the cluster's retry budget was spent.",
+		}, []string{"cluster"}),
 		routes: map[string]*routeStats{},
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.upstreamTries, m.unmatched,
 		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.logDropped, m.badRequests,
+		m.outlierEjections, m.outlierSkipped, m.healthChecks, m.healthTransitions, m.endpointHealthy,
+		m.noHealthy, m.shed, m.faults, m.budgetExhausted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -83,6 +123,7 @@ func NewMetrics() *Metrics {
 type routeStats struct {
 	m        *Metrics
 	id       string
+	inflight atomic.Int64 // requests of this route in flight (max_concurrent_requests)
 	once     sync.Once
 	duration prometheus.Observer
 

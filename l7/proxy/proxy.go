@@ -24,6 +24,9 @@ type Options struct {
 	AccessLog io.Writer
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Region is where this proxy runs: endpoints in the same region are
+	// preferred while any of them is available.
+	Region string
 }
 
 // Proxy serves traffic from the active runtime.
@@ -31,6 +34,10 @@ type Proxy struct {
 	active      atomic.Pointer[Runtime]
 	metrics     *Metrics
 	pools       pools
+	states      states
+	checkers    checkers
+	region      string
+	inflight    atomic.Int64 // requests in flight (limits.max_concurrent_requests)
 	accessLog   *accessLog
 	errLog      *slog.Logger
 	stdErrorLog *log.Logger
@@ -56,8 +63,10 @@ func New(o Options) *Proxy {
 		lg = slog.Default()
 	}
 	m := NewMetrics()
-	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener{},
+	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener{}, region: o.Region,
 		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
+	p.states.metrics, p.states.log = m, lg
+	p.checkers.metrics, p.checkers.log = m, lg
 	p.accessLog = newAccessLog(o.AccessLog, m.logDropped)
 	m.registerSnapshotGauges(p)
 	return p
@@ -87,7 +96,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	if prev != nil && !prev.Snap.Version.Less(s.Version) {
 		return fmt.Errorf("%w: %s is active, got %s", ErrStale, prev.Snap.Version, s.Version)
 	}
-	rt, err := buildRuntime(s, &p.pools, p.metrics, prev)
+	rt, err := buildRuntime(s, &runtimeEnv{pools: &p.pools, states: &p.states, metrics: p.metrics, region: p.region}, prev)
 	if err != nil {
 		return err
 	}
@@ -135,6 +144,8 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 		}()
 	}
 	p.pools.retain(rt)
+	p.states.retain(rt)
+	p.checkers.sync(rt)
 	p.errLog.Info("snapshot active", "version", s.Version.String(), "sha256", s.DigestHex(),
 		"routes", len(s.Config.Routes), "clusters", len(s.Config.Clusters))
 	return nil
@@ -187,6 +198,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		go func() { defer wg.Done(); l.close(ctx) }()
 	}
 	wg.Wait()
+	p.checkers.stopAll()
 	p.pools.closeAll()
 	p.accessLog.close()
 	return ctx.Err()

@@ -17,6 +17,7 @@ import (
 // the request path and never changed after it is published.
 type Runtime struct {
 	Snap      *snapshot.Snapshot
+	limits    snapshot.Limits
 	table     *route.Table
 	routes    []routeRT
 	clusters  map[string]*clusterRT
@@ -27,6 +28,7 @@ type Runtime struct {
 
 type routeRT struct {
 	cfg       *snapshot.Route
+	limits    *snapshot.Limits
 	timeout   time.Duration
 	splits    []split // cumulative weights out of 100
 	maxTries  int
@@ -64,8 +66,18 @@ func (r *routeRT) retryable(status int) bool {
 // poolKey identifies a connection pool; a pool survives a snapshot swap when
 // its endpoint address and settings are unchanged.
 type poolKey struct {
-	addr string
-	cfg  upstream.PoolConfig
+	cluster string
+	addr    string
+	cfg     upstream.PoolConfig
+}
+
+// runtimeEnv is what runtimes are built from besides the snapshot: state
+// that outlives a runtime, and the proxy's place.
+type runtimeEnv struct {
+	pools   *pools
+	states  *states
+	metrics *Metrics
+	region  string
 }
 
 // pools owns the upstream connection pools across runtimes.
@@ -118,7 +130,7 @@ func (p *pools) closeAll() {
 // buildRuntime compiles a verified snapshot into a runtime. It reads the
 // listeners' certificate files; any error leaves the caller's active runtime
 // untouched.
-func buildRuntime(s *snapshot.Snapshot, pl *pools, m *Metrics, prev *Runtime) (*Runtime, error) {
+func buildRuntime(s *snapshot.Snapshot, env *runtimeEnv, prev *Runtime) (*Runtime, error) {
 	c := s.Config
 	table, err := route.NewTable(c.Routes)
 	if err != nil {
@@ -126,6 +138,7 @@ func buildRuntime(s *snapshot.Snapshot, pl *pools, m *Metrics, prev *Runtime) (*
 	}
 	rt := &Runtime{
 		Snap:      s,
+		limits:    c.Limits,
 		table:     table,
 		clusters:  make(map[string]*clusterRT, len(c.Clusters)),
 		listeners: make(map[string]*listenerRT, len(c.Listeners)),
@@ -140,11 +153,12 @@ func buildRuntime(s *snapshot.Snapshot, pl *pools, m *Metrics, prev *Runtime) (*
 		if prev != nil {
 			old = prev.clusters[cl.Name]
 		}
-		rt.clusters[cl.Name] = newClusterRT(cl, pl, old)
+		rt.clusters[cl.Name] = newClusterRT(cl, env, old)
 	}
 	rt.routes = make([]routeRT, len(c.Routes))
 	for i := range c.Routes {
-		rt.routes[i] = newRouteRT(&c.Routes[i], rt.clusters, m)
+		rt.routes[i] = newRouteRT(&c.Routes[i], rt.clusters, env.metrics)
+		rt.routes[i].limits = &rt.limits
 	}
 	for _, l := range c.Listeners {
 		lr := &listenerRT{cfg: l}

@@ -25,6 +25,8 @@ type PoolConfig struct {
 	ConnectTimeout time.Duration // default 2s
 	MaxIdle        int           // idle connections kept, default 256
 	IdleTimeout    time.Duration // an idle connection older than this is closed, default 30s
+	// Limiter, when set, bounds connections across the pools sharing it.
+	Limiter *Limiter
 }
 
 // Pool holds idle keep-alive connections to one upstream address. Idle
@@ -59,6 +61,9 @@ func NewPool(addr string, cfg PoolConfig) *Pool {
 	p := &Pool{addr: addr, cfg: cfg}
 	p.dialer.Timeout = cfg.ConnectTimeout
 	p.dialer.SetMultipathTCP(false)
+	if cfg.Limiter != nil {
+		cfg.Limiter.add(p)
+	}
 	return p
 }
 
@@ -81,29 +86,75 @@ func (p *Pool) Stats() Stats {
 
 // Get returns an idle connection used within maxIdleAge (any age when
 // maxIdleAge is 0), or dials a new one that must connect before deadline
-// and before ctx ends. Conn.Reused says which.
+// and before ctx ends. Conn.Reused says which. With a Limiter at its limit
+// it may wait for a connection (bounded) or fail with ErrTooManyConnections.
 func (p *Pool) Get(ctx context.Context, deadline time.Time, maxIdleAge time.Duration) (*Conn, error) {
-	now := time.Now()
-	p.mu.Lock()
-	for n := len(p.idle); n > 0; n = len(p.idle) {
-		c := p.idle[n-1]
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
-		age := now.Sub(c.idleSince)
-		if age > p.cfg.IdleTimeout || (maxIdleAge > 0 && age > maxIdleAge) {
-			p.mu.Unlock()
-			p.expired.Add(1)
-			c.close()
-			p.mu.Lock()
-			continue
-		}
-		p.mu.Unlock()
-		c.Reused = true
-		p.reuses.Add(1)
+	if c := p.takeFresh(maxIdleAge); c != nil {
 		return c, nil
 	}
-	p.mu.Unlock()
-	return p.dial(ctx, deadline)
+	if l := p.cfg.Limiter; l != nil {
+		c, err := l.acquire(ctx, deadline, p)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			c.Reused = true
+			p.reuses.Add(1)
+			return c, nil
+		}
+	}
+	c, err := p.dial(ctx, deadline)
+	if err != nil && p.cfg.Limiter != nil {
+		p.cfg.Limiter.closed()
+	}
+	return c, err
+}
+
+// takeFresh pops the newest idle connection younger than maxIdleAge,
+// closing stale ones on the way.
+func (p *Pool) takeFresh(maxIdleAge time.Duration) *Conn {
+	now := time.Now()
+	for {
+		c := p.takeIdle()
+		if c == nil {
+			return nil
+		}
+		age := now.Sub(c.idleSince)
+		if age > p.cfg.IdleTimeout || (maxIdleAge > 0 && age > maxIdleAge) {
+			p.expired.Add(1)
+			c.close()
+			continue
+		}
+		c.Reused = true
+		p.reuses.Add(1)
+		return c
+	}
+}
+
+// takeIdle pops the newest idle connection.
+func (p *Pool) takeIdle() *Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.idle)
+	if n == 0 {
+		return nil
+	}
+	c := p.idle[n-1]
+	p.idle[n-1] = nil
+	p.idle = p.idle[:n-1]
+	return c
+}
+
+// takeOldestIdle pops the least recently used idle connection.
+func (p *Pool) takeOldestIdle() *Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) == 0 {
+		return nil
+	}
+	c := p.idle[0]
+	p.idle = append(p.idle[:0], p.idle[1:]...)
+	return c
 }
 
 func (p *Pool) dial(ctx context.Context, deadline time.Time) (*Conn, error) {
@@ -131,9 +182,13 @@ func (p *Pool) put(c *Conn) {
 	c.idleSince = time.Now()
 	c.Reused = false
 	p.mu.Lock()
-	if !p.closed && len(p.idle) < p.cfg.MaxIdle {
+	l := p.cfg.Limiter
+	if !p.closed && len(p.idle) < p.cfg.MaxIdle && (l == nil || l.open.Load() <= l.maxConns.Load()) {
 		p.idle = append(p.idle, c)
 		p.mu.Unlock()
+		if l != nil {
+			l.signal()
+		}
 		return
 	}
 	p.mu.Unlock()
@@ -149,6 +204,9 @@ func (p *Pool) Close() {
 	idle := p.idle
 	p.idle = nil
 	p.mu.Unlock()
+	if p.cfg.Limiter != nil {
+		p.cfg.Limiter.remove(p)
+	}
 	for _, c := range idle {
 		c.close()
 	}
@@ -242,4 +300,7 @@ func (c *Conn) close() {
 	c.closed = true
 	c.pool.open.Add(-1)
 	_ = c.nc.Close()
+	if l := c.pool.cfg.Limiter; l != nil {
+		l.closed()
+	}
 }

@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+)
+
+// Whose fault a failed request is, for rampart_request_errors_total: a
+// gateway fault (load shed, internal) is the proxy's; an upstream fault
+// (5xx, unreachable, no healthy endpoint, breaker) is the service's.
+const (
+	faultGateway  = "gateway"
+	faultUpstream = "upstream"
+	faultClient   = "client"
+)
+
+const (
+	admittedGlobal = 1 << iota
+	admittedRoute
+	admittedCluster
+)
+
+// admit applies, in order, the proxy-wide concurrency limit, the route's,
+// and the cluster's circuit breaker (max_requests). Beyond any of them the
+// request gets an immediate 503 with Retry-After: nothing waits in a queue.
+func (f *forwarding) admit() bool {
+	if f.p.inflight.Add(1) > int64(f.rr.limits.MaxConcurrentRequests) {
+		f.p.inflight.Add(-1)
+		f.shed("global")
+		return false
+	}
+	f.admitted |= admittedGlobal
+	if lim := f.rr.cfg.MaxConcurrentRequests; lim > 0 {
+		if f.rr.stats.inflight.Add(1) > int64(lim) {
+			f.rr.stats.inflight.Add(-1)
+			f.shed("route")
+			return false
+		}
+		f.admitted |= admittedRoute
+	}
+	cs := f.cl.state
+	if cs.requests.Add(1) > int64(f.cl.cfg.CircuitBreaker.MaxRequests) {
+		cs.requests.Add(-1)
+		f.shed("breaker")
+		return false
+	}
+	f.admitted |= admittedCluster
+	return true
+}
+
+// release undoes admit and returns the retry budget and body buffer, then
+// records whose fault a failure was.
+func (f *forwarding) release() {
+	if f.admitted&admittedCluster != 0 {
+		f.cl.state.requests.Add(-1)
+	}
+	if f.admitted&admittedRoute != 0 {
+		f.rr.stats.inflight.Add(-1)
+	}
+	if f.admitted&admittedGlobal != 0 {
+		f.p.inflight.Add(-1)
+	}
+	for _, done := range f.releaseRetry {
+		done()
+	}
+	if f.replayBuf != nil {
+		replayBufs.Put(f.replayBuf)
+		f.replay, f.replayBuf = nil, nil
+	}
+}
+
+// recordFault counts a failed request by whose fault it was.
+func (f *forwarding) recordFault() {
+	st := f.log.status
+	if st < 400 {
+		return
+	}
+	fault := f.fault
+	if fault == "" {
+		fault = faultClient
+		if st >= 500 {
+			fault = faultUpstream
+		}
+	}
+	f.p.metrics.faults.WithLabelValues(f.rr.cfg.ID, fault).Inc()
+}
+
+// shed refuses the request at once.
+func (f *forwarding) shed(scope string) {
+	f.p.metrics.shed.WithLabelValues(scope).Inc()
+	f.fault = faultGateway
+	if scope == "breaker" || scope == "connections" {
+		f.fault = faultUpstream
+	}
+	f.log.err = "shed: " + scope + " limit"
+	f.w.Header().Set("Retry-After", "1")
+	f.fail(http.StatusServiceUnavailable, "over the "+scope+" limit, retry later")
+}
+
+var replayBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// prepareBody sets up the request body: refused when over max_body_bytes;
+// kept whole in memory (up to max_retry_body_bytes) when the request may
+// be retried, so it can be sent again; otherwise streamed.
+func (f *forwarding) prepareBody() bool {
+	r := f.r
+	f.hasBody = r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	f.bodyReadOK = true
+	f.bodyLen = r.ContentLength
+	f.eligible = r.Method == "GET" || r.Method == "HEAD" || r.Method == "OPTIONS" ||
+		(f.rr.idemKey != "" && r.Header.Get(f.rr.idemKey) != "")
+	if !f.hasBody {
+		return true
+	}
+	if f.maxBody >= 0 && r.ContentLength > f.maxBody {
+		f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
+		return false
+	}
+	f.body = r.Body
+	if f.maxBody >= 0 {
+		f.body = http.MaxBytesReader(f.w, r.Body, f.maxBody)
+	}
+	limit := int64(f.rr.limits.MaxRetryBodyBytes)
+	if !f.eligible || f.rr.maxTries < 2 || limit == 0 || r.ContentLength > limit {
+		return true
+	}
+	bp := replayBufs.Get().(*[]byte)
+	buf := bytes.NewBuffer((*bp)[:0])
+	n, err := buf.ReadFrom(io.LimitReader(f.body, limit+1))
+	*bp = buf.Bytes()
+	if err != nil {
+		replayBufs.Put(bp)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
+		} else {
+			f.fail(http.StatusBadRequest, "could not read the request body")
+		}
+		return false
+	}
+	if n > limit { // too long to keep: stream it, without retries
+		f.body = io.MultiReader(bytes.NewReader(*bp), f.body)
+		f.bodyReadOK = false
+		f.replayBuf = bp
+		return true
+	}
+	f.replay, f.replayBuf, f.bodyLen = *bp, bp, n
+	return true
+}
