@@ -138,7 +138,7 @@ func (f *forwarding) mayRetry(afterStatus bool) bool {
 	if time.Now().Add(wait + minAttempt).After(f.deadline) {
 		return false
 	}
-	done, ok := f.cl.state.admitRetry(f.cl.cfg.RetryBudget)
+	done, ok := f.cl.state.admitRetry(*f.cl.cfg.RetryBudget)
 	if !ok {
 		f.p.metrics.budgetExhausted.WithLabelValues(f.cl.name).Inc()
 		return false

@@ -57,6 +57,9 @@ func (f *forwarding) writeHead(bw *bufio.Writer) {
 		left = 1
 	}
 	writeField(bw, "X-Rampart-Timeout-Ms", string(strconv.AppendInt(num[:0], left, 10)))
+	if f.attempt > 1 {
+		writeField(bw, "X-Rampart-Attempt", strconv.Itoa(f.attempt))
+	}
 	if f.hasBody {
 		if f.bodyLen >= 0 {
 			writeField(bw, "Content-Length", string(strconv.AppendInt(num[:0], f.bodyLen, 10)))
@@ -80,7 +83,7 @@ func dropRequestHeader(k string) bool {
 	switch k {
 	case "Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding",
 		"Upgrade", "Expect", "Content-Length", "Host", "X-Forwarded-For", "X-Forwarded-Proto",
-		"X-Forwarded-Host", "X-Request-Id", "X-Rampart-Timeout-Ms", "Http2-Settings":
+		"X-Forwarded-Host", "X-Request-Id", "X-Rampart-Timeout-Ms", "X-Rampart-Attempt", "Http2-Settings":
 		return true
 	}
 	return false

@@ -87,7 +87,7 @@ type Cluster struct {
 	HealthCheck    *HealthCheck `yaml:"health_check" json:"health_check,omitempty"`
 	Outlier        Outlier      `yaml:"outlier_detection" json:"outlier_detection"`
 	CircuitBreaker Breaker      `yaml:"circuit_breaker" json:"circuit_breaker"`
-	RetryBudget    RetryBudget  `yaml:"retry_budget" json:"retry_budget"`
+	RetryBudget    *RetryBudget `yaml:"retry_budget" json:"retry_budget,omitempty"` // absent: 20 % with a floor of 3
 	// PanicMode is what happens when no endpoint is healthy: fail_closed
 	// (503, the default) or all_endpoints (use every endpoint anyway).
 	PanicMode string `yaml:"panic_mode" json:"panic_mode"`

@@ -59,10 +59,11 @@ type Breaker struct {
 
 // RetryBudget caps retries to a cluster: at any time, retries in flight
 // may be at most BudgetPercent of requests in flight, but at least
-// MinRetryConcurrency.
+// MinRetryConcurrency. When the block is absent both take their defaults;
+// when present, zero means zero.
 type RetryBudget struct {
-	BudgetPercent       int `yaml:"budget_percent" json:"budget_percent"`               // default 20
-	MinRetryConcurrency int `yaml:"min_retry_concurrency" json:"min_retry_concurrency"` // default 3
+	BudgetPercent       int `yaml:"budget_percent" json:"budget_percent"`
+	MinRetryConcurrency int `yaml:"min_retry_concurrency" json:"min_retry_concurrency"`
 }
 
 // Telemetry configures access logs and tracing.
@@ -151,8 +152,9 @@ func normalizeResilience(c *Config) {
 		setDefault(&b.MaxRequests, DefaultBreakerMaxRequests)
 		setDefault(&b.MaxPending, DefaultBreakerMaxPending)
 		setDefault(&b.MaxConnections, DefaultBreakerMaxConnections)
-		setDefault(&cl.RetryBudget.BudgetPercent, DefaultRetryBudgetPercent)
-		setDefault(&cl.RetryBudget.MinRetryConcurrency, DefaultMinRetryConcurrency)
+		if cl.RetryBudget == nil {
+			cl.RetryBudget = &RetryBudget{BudgetPercent: DefaultRetryBudgetPercent, MinRetryConcurrency: DefaultMinRetryConcurrency}
+		}
 	}
 	al := &c.Telemetry.AccessLog
 	if al.SuccessSampleRate == nil {
