@@ -43,8 +43,9 @@ type conn struct {
 	body requestBody
 	w    response
 
-	ctx   reqContext
-	watch watcher
+	ctx      reqContext
+	watch    watcher
+	hijacked bool // the handler took the connection (protocol upgrade)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -71,7 +72,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 func (c *conn) serve() {
-	defer c.close()
+	defer func() {
+		if !c.hijacked {
+			c.close()
+		}
+	}()
 	for {
 		if !c.awaitRequest() {
 			return
@@ -150,6 +155,9 @@ func (c *conn) serveRequest() (keep bool) {
 	c.watch.begin()
 	c.s.Handler.ServeHTTP(&c.w, c.req)
 	c.watch.stop(c)
+	if c.hijacked {
+		return false
+	}
 	return c.finish()
 }
 

@@ -1,7 +1,9 @@
 package h1
 
 import (
+	"bufio"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -190,6 +192,20 @@ func (w *response) Write(p []byte) (int, error) {
 	n, err := bw.Write(p)
 	w.written += int64(n)
 	return n, err
+}
+
+// Hijack hands the connection to the handler (for a protocol upgrade such
+// as WebSocket), with what is already buffered in both directions. The
+// server no longer reads, writes or closes it.
+func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.wroteHeader {
+		return nil, nil, errors.New("h1: hijack after the response head was written")
+	}
+	c := w.c
+	c.watch.stop(c)
+	c.hijacked = true
+	c.state.Store(stateClosing)
+	return c.nc, bufio.NewReadWriter(c.br, c.bw), nil
 }
 
 func (w *response) Flush() {

@@ -56,6 +56,7 @@ type forwarding struct {
 	fault        string        // whose fault a failure is: gateway, upstream
 	preset       []string      // response header keys set before the proxy ran (kept on reset)
 	admitted     uint8
+	upgrade      string // the protocol a client asks to upgrade to (WebSocket)
 	releaseRetry []func()
 }
 
@@ -72,6 +73,7 @@ const (
 func (f *forwarding) run() {
 	defer f.recordFault()
 	f.preset = presetKeys(f.w.Header())
+	f.upgrade = upgradeProtocol(f.r)
 	if !f.admit() {
 		return
 	}
@@ -237,6 +239,10 @@ func (f *forwarding) try(ep *endpointRT) outcome {
 		return served
 	}
 	f.cl.report(ep, rh.Status, false)
+	if rh.Status == 101 && f.upgrade != "" {
+		f.tunnel(conn)
+		return served
+	}
 	if rh.Status == 101 {
 		conn.Close()
 		f.resetHeader()

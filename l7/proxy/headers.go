@@ -57,6 +57,10 @@ func (f *forwarding) writeHead(bw *bufio.Writer) {
 		left = 1
 	}
 	writeField(bw, "X-Rampart-Timeout-Ms", string(strconv.AppendInt(num[:0], left, 10)))
+	if f.upgrade != "" {
+		writeField(bw, "Connection", "Upgrade")
+		writeField(bw, "Upgrade", f.upgrade)
+	}
 	if f.attempt > 1 {
 		writeField(bw, "X-Rampart-Attempt", strconv.Itoa(f.attempt))
 	}

@@ -38,6 +38,7 @@ type Proxy struct {
 	checkers    checkers
 	region      string
 	inflight    atomic.Int64 // requests in flight (limits.max_concurrent_requests)
+	tunnels     tunnelSet    // upgraded (WebSocket) connections
 	accessLog   *accessLog
 	errLog      *slog.Logger
 	stdErrorLog *log.Logger
@@ -198,6 +199,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		go func() { defer wg.Done(); l.close(ctx) }()
 	}
 	wg.Wait()
+	p.tunnels.closeAll()
 	p.checkers.stopAll()
 	p.pools.closeAll()
 	p.accessLog.close()
@@ -224,5 +226,9 @@ func (m *Metrics) registerSnapshotGauges(p *Proxy) {
 			ver(func(rt *Runtime) float64 { return time.Since(rt.activated).Seconds() })),
 		newGaugeFunc("rampart_routes", "Routes in the active snapshot.",
 			ver(func(rt *Runtime) float64 { return float64(len(rt.routes)) })),
+		newGaugeFunc("rampart_websocket_tunnels", "Upgraded (WebSocket) connections open.",
+			func() float64 { return float64(p.tunnels.len()) }),
+		newGaugeFunc("rampart_requests_in_flight", "Requests in flight (limits.max_concurrent_requests).",
+			func() float64 { return float64(p.inflight.Load()) }),
 	)
 }

@@ -250,6 +250,10 @@ const maxTrailerBytes = 64 << 10
 func (c *Conn) Reader() *bufio.Reader { return c.br }
 func (c *Conn) Writer() *bufio.Writer { return c.bw }
 
+// NetConn is the underlying connection, for a protocol upgrade that takes
+// it over (the caller then closes the Conn when done).
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
 // SetDeadline bounds every later read and write.
 func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
 
