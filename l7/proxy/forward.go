@@ -166,6 +166,9 @@ func (f *forwarding) sleep(d time.Duration) bool {
 }
 
 func (f *forwarding) try(ep *endpointRT) outcome {
+	if f.cl.cfg.Protocol == "h2c" {
+		return f.tryH2C(ep)
+	}
 	ctx := f.r.Context()
 	maxAge := time.Duration(0)
 	if !f.eligible && (f.hasBody || f.r.Method != "GET") {

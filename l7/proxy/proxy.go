@@ -39,6 +39,7 @@ type Proxy struct {
 	region      string
 	inflight    atomic.Int64 // requests in flight (limits.max_concurrent_requests)
 	tunnels     tunnelSet    // upgraded (WebSocket) connections
+	h2c         h2cTransports
 	accessLog   *accessLog
 	errLog      *slog.Logger
 	stdErrorLog *log.Logger
@@ -200,6 +201,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	p.tunnels.closeAll()
+	p.h2c.closeAll()
 	p.checkers.stopAll()
 	p.pools.closeAll()
 	p.accessLog.close()
