@@ -109,3 +109,29 @@ func BenchmarkBuildRuntime20k(b *testing.B) {
 	runtime.KeepAlive(rt)
 	b.ReportMetric(float64(len(s.Config.Routes)), "routes")
 }
+
+// BenchmarkResiliencePath: what every request pays for resilience —
+// admission (global, route, breaker), the endpoint pick with health,
+// ejection and region checks, the outlier report, and release.
+func BenchmarkResiliencePath(b *testing.B) {
+	l := newLab(b)
+	c := l.config("127.0.0.1:1", "127.0.0.2:1", "127.0.0.3:1")
+	c.Clusters[0].HealthCheck = nil
+	c.Routes = []snapshot.Route{getRoute("r", "/x", "app")}
+	l.apply(c)
+	rt := l.p.Active()
+	rr := &rt.routes[0]
+	cl := rt.clusters["app"]
+	w := &discardWriter{h: http.Header{}}
+	f := &forwarding{p: l.p, w: w, rr: rr, cl: cl, log: &accessEntry{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		f.admitted = 0
+		if !f.admit() {
+			b.Fatal("not admitted")
+		}
+		ep, _ := cl.pick(nil)
+		cl.report(ep, 200, false)
+		f.release()
+	}
+}
