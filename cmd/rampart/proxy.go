@@ -25,7 +25,9 @@ func cmdProxy(args []string) error {
 	admin := fs.String("admin", "127.0.0.1:9901", "admin listener: /healthz /readyz /metrics /status")
 	accessLog := fs.String("access-log", "stdout", "access log: stdout, stderr, off, or a file path")
 	poll := fs.Duration("poll", 250*time.Millisecond, "snapshot dir poll period")
-	drain := fs.Duration("drain-timeout", 30*time.Second, "time in-flight requests get on SIGTERM")
+	drain := fs.Duration("drain-timeout", 0, "time in-flight requests get on SIGTERM (default: the snapshot's limits.drain_timeout_ms)")
+	unready := fs.Duration("unready-delay", 0, "how long /readyz reports unready before listeners stop accepting on SIGTERM")
+	region := fs.String("region", "", "this node's region: same-region endpoints are preferred")
 	_ = fs.Parse(args)
 	pub, err := snapshot.ReadPublicKey(*pubPath)
 	if err != nil {
@@ -40,7 +42,7 @@ func cmdProxy(args []string) error {
 	defer stop()
 	return daemon.Run(ctx, daemon.Config{
 		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin,
-		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, Logger: newLogger(),
+		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, Logger: newLogger(),
 		Started: func(p *proxy.Proxy, a net.Addr) {
 			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion)
 		},

@@ -19,17 +19,21 @@ import (
 
 // Config of a proxy process.
 type Config struct {
-	SnapshotDir  string
-	StateDir     string
-	PublicKey    ed25519.PublicKey
-	AdminAddr    string        // default 127.0.0.1:9901
-	AccessLog    io.Writer     // nil: off
-	Poll         time.Duration // snapshot dir poll period, default 250ms
-	DrainTimeout time.Duration // default 30s
+	SnapshotDir string
+	StateDir    string
+	PublicKey   ed25519.PublicKey
+	AdminAddr   string        // default 127.0.0.1:9901
+	AccessLog   io.Writer     // nil: off
+	Poll        time.Duration // snapshot dir poll period, default 250ms
+	// DrainTimeout overrides the active snapshot's limits.drain_timeout_ms
+	// when set.
+	DrainTimeout time.Duration
 	// UnreadyDelay is how long /readyz reports unready before listeners
 	// stop accepting, so load balancers stop sending first. Default 0.
 	UnreadyDelay time.Duration
 	Logger       *slog.Logger
+	// Region is where this node runs: same-region endpoints are preferred.
+	Region string
 	// Started, when set, is called once the admin listener is up and the
 	// first scan is done.
 	Started func(p *proxy.Proxy, admin net.Addr)
@@ -44,13 +48,10 @@ func Run(ctx context.Context, c Config) error {
 	if c.AdminAddr == "" {
 		c.AdminAddr = "127.0.0.1:9901"
 	}
-	if c.DrainTimeout <= 0 {
-		c.DrainTimeout = 30 * time.Second
-	}
 	if len(c.PublicKey) != ed25519.PublicKeySize {
 		return errors.New("a snapshot public key is required")
 	}
-	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log})
+	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region})
 	w := &snapdir.Watcher{Dir: c.SnapshotDir, StateDir: c.StateDir, PublicKey: c.PublicKey,
 		Interval: c.Poll, Target: p, Log: log}
 	if err := w.LoadLastKnownGood(); err != nil {
@@ -61,7 +62,7 @@ func Run(ctx context.Context, c Config) error {
 	lc.SetMultipathTCP(false)
 	aln, err := lc.Listen(ctx, "tcp", c.AdminAddr)
 	if err != nil {
-		shutdown(p, c.DrainTimeout)
+		shutdown(p, time.Second)
 		return fmt.Errorf("admin listener on %s: %w", c.AdminAddr, err)
 	}
 	admin := &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -82,17 +83,21 @@ func Run(ctx context.Context, c Config) error {
 		c.Started(p, aln.Addr())
 	}
 	<-ctx.Done()
-	log.Info("draining", "timeout", c.DrainTimeout.String())
+	drain := c.DrainTimeout
+	if drain <= 0 {
+		drain = p.DrainTimeout()
+	}
+	log.Info("draining", "timeout", drain.String(), "unready_first", c.UnreadyDelay.String())
 	stopWatch()
 	<-watchDone
 	p.MarkDraining()
 	if c.UnreadyDelay > 0 {
 		time.Sleep(c.UnreadyDelay)
 	}
-	err = shutdown(p, c.DrainTimeout)
+	err = shutdown(p, drain)
 	_ = admin.Close()
 	if err != nil {
-		return fmt.Errorf("drain did not finish within %s: %w", c.DrainTimeout, err)
+		return fmt.Errorf("drain did not finish within %s: %w", drain, err)
 	}
 	log.Info("stopped")
 	return nil

@@ -74,5 +74,14 @@ func (p *Proxy) AdminHandler() http.Handler {
 	return mux
 }
 
+// DrainTimeout is the active snapshot's limits.drain_timeout_ms (30 s
+// without a snapshot).
+func (p *Proxy) DrainTimeout() time.Duration {
+	if rt := p.active.Load(); rt != nil {
+		return time.Duration(rt.limits.DrainTimeoutMs) * time.Millisecond
+	}
+	return 30 * time.Second
+}
+
 // MarkDraining makes /readyz report unready ahead of Shutdown.
 func (p *Proxy) MarkDraining() { p.draining.Store(true) }
