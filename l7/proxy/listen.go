@@ -33,6 +33,7 @@ type listener struct {
 	ln      net.Listener
 	gen     atomic.Pointer[generation]
 	done    chan struct{}
+	h3      *h3server // HTTP/3 on the same address when protocols include h3 (h3.go)
 }
 
 // generation is a listener's settings and servers from one snapshot.
@@ -77,6 +78,10 @@ func (p *Proxy) listen(cfg snapshot.Listener) (*listener, error) {
 		_ = ln.Close()
 		return nil, err
 	}
+	if err := l.setH3(cfg); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	l.gen.Store(g)
 	go l.acceptLoop()
 	return l, nil
@@ -88,7 +93,7 @@ func (l *listener) Addr() net.Addr { return l.ln.Addr() }
 func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 	g := &generation{l: l, cfg: cfg, key: settingsKey(cfg),
 		sem: make(chan struct{}, cfg.MaxConnections), h2conns: map[net.Conn]struct{}{}}
-	handler := &entry{p: l.p, listener: cfg.Name}
+	handler := l.withAltSvc(cfg, &entry{p: l.p, listener: cfg.Name})
 	g.h1 = &h1.Server{
 		Handler:           handler,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -139,6 +144,9 @@ func (l *listener) update(cfg snapshot.Listener) error {
 	}
 	g, err := l.newGeneration(cfg)
 	if err != nil {
+		return err
+	}
+	if err := l.setH3(cfg); err != nil {
 		return err
 	}
 	l.gen.Store(g)
@@ -267,5 +275,7 @@ func (g *generation) shutdown(ctx context.Context) {
 func (l *listener) close(ctx context.Context) {
 	_ = l.ln.Close()
 	<-l.done
+	h3done := l.closeH3(ctx)
 	l.gen.Load().shutdown(ctx)
+	<-h3done
 }

@@ -41,6 +41,7 @@ type Proxy struct {
 	tunnels     tunnelSet    // upgraded (WebSocket) connections
 	h2c         h2cTransports
 	accessLog   *accessLog
+	tracer      *gatewayTracer
 	errLog      *slog.Logger
 	stdErrorLog *log.Logger
 
@@ -69,7 +70,8 @@ func New(o Options) *Proxy {
 		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	p.states.metrics, p.states.log = m, lg
 	p.checkers.metrics, p.checkers.log = m, lg
-	p.accessLog = newAccessLog(o.AccessLog, m.logDropped)
+	p.accessLog = newAccessLog(o.AccessLog, m.logDropped, m.Registry)
+	p.tracer = newGatewayTracer(m.Registry, lg)
 	m.registerSnapshotGauges(p)
 	return p
 }
@@ -119,6 +121,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	}
 	p.active.Store(rt)
 	p.metrics.snapSwaps.Inc()
+	p.configureTelemetry(s.Config.Telemetry)
 	var retired []*listener
 	for _, lc := range s.Config.Listeners {
 		if l := opened[lc.Name]; l != nil {
@@ -205,6 +208,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.checkers.stopAll()
 	p.pools.closeAll()
 	p.accessLog.close()
+	p.shutdownTelemetry(ctx)
 	return ctx.Err()
 }
 
