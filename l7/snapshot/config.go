@@ -8,13 +8,17 @@ import "fmt"
 
 // Config is the declarative configuration a snapshot is compiled from.
 type Config struct {
-	Version   Version    `yaml:"version" json:"version"`
-	Routing   Routing    `yaml:"routing" json:"routing"`
-	Limits    Limits     `yaml:"limits" json:"limits"`
-	Telemetry Telemetry  `yaml:"telemetry" json:"telemetry"`
-	Listeners []Listener `yaml:"listeners" json:"listeners"`
-	Clusters  []Cluster  `yaml:"clusters" json:"clusters"`
-	Routes    []Route    `yaml:"routes" json:"routes"`
+	Version   Version   `yaml:"version" json:"version"`
+	Routing   Routing   `yaml:"routing" json:"routing"`
+	Limits    Limits    `yaml:"limits" json:"limits"`
+	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
+
+	AuthPolicies    []AuthPolicy    `yaml:"auth_policies" json:"auth_policies,omitempty"`
+	QuotaPolicies   []QuotaPolicy   `yaml:"quota_policies" json:"quota_policies,omitempty"`
+	IdentityHeaders IdentityHeaders `yaml:"identity_headers" json:"identity_headers"`
+	Listeners       []Listener      `yaml:"listeners" json:"listeners"`
+	Clusters        []Cluster       `yaml:"clusters" json:"clusters"`
+	Routes          []Route         `yaml:"routes" json:"routes"`
 }
 
 // Version orders snapshots: epoch first, then sequence. A control-plane
@@ -118,6 +122,9 @@ type Route struct {
 	// MaxConcurrentRequests bounds this route's requests in flight; 0 means
 	// only the global limit applies.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
+	// RequiredScopes must all be granted to the caller (403 otherwise).
+	RequiredScopes []string     `yaml:"required_scopes" json:"required_scopes,omitempty"`
+	Headers        *HeaderRules `yaml:"headers" json:"headers,omitempty"`
 }
 
 // RetryPolicy bounds how a route's requests are retried.

@@ -53,6 +53,7 @@ func Normalize(c *Config) {
 		normalizeListener(&c.Listeners[i])
 	}
 	normalizeResilience(c)
+	normalizePolicies(c)
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		setDefault(&cl.ConnectTimeoutMs, DefaultConnectTimeoutMs)

@@ -61,7 +61,8 @@ func Validate(c *Config) error {
 	}
 	validateListeners(c.Listeners, &p)
 	clusters := validateClusters(c.Clusters, &p)
-	validateRoutes(c, clusters, &p)
+	auth, quota := validatePolicies(c, &p)
+	validateRoutes(c, clusters, auth, quota, &p)
 	validateResilience(c, &p)
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
@@ -161,7 +162,7 @@ func validateClusters(cs []Cluster, p *problems) map[string]bool {
 	return names
 }
 
-func validateRoutes(c *Config, clusters map[string]bool, p *problems) {
+func validateRoutes(c *Config, clusters map[string]bool, auth, quota map[string]*QuotaPolicy, p *problems) {
 	type key struct{ host, shape string }
 	groups := map[key][]int{}
 	var order []key
@@ -180,9 +181,11 @@ func validateRoutes(c *Config, clusters map[string]bool, p *problems) {
 		}
 		checkMethods(p, where, r)
 		t, err := ParseTemplate(r.PathTemplate)
+		var tp *Template
 		if err != nil {
 			p.add("%s: %v", where, err)
 		} else {
+			tp = &t
 			k := key{r.Host, t.Shape()}
 			if _, ok := groups[k]; !ok {
 				order = append(order, k)
@@ -197,12 +200,7 @@ func validateRoutes(c *Config, clusters map[string]bool, p *problems) {
 			p.add("%s: timeout_ms %d must be between 1 and %d (routing.max_route_timeout_ms)", where, r.TimeoutMs, c.Routing.MaxRouteTimeoutMs)
 		}
 		checkRetries(p, where, r)
-		if r.AuthPolicyID != "" {
-			p.add("%s: unknown auth_policy_id %q", where, r.AuthPolicyID)
-		}
-		if r.QuotaPolicyID != "" {
-			p.add("%s: unknown quota_policy_id %q", where, r.QuotaPolicyID)
-		}
+		validateRoutePolicies(c, p, where, r, tp, auth, quota)
 	}
 	for _, k := range order {
 		reportConflicts(p, c.Routes, groups[k], k.host, k.shape)
