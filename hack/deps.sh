@@ -13,6 +13,7 @@ case "$what" in
   test|all)
     want curl curl
     want openssl openssl
+    want redis-server redis-server
     ;;&
   perf|all)
     want curl curl
