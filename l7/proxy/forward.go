@@ -225,7 +225,7 @@ func (f *forwarding) try(ep *endpointRT) outcome {
 		if err != nil || rh.Status >= 200 || rh.Status == 101 {
 			break
 		}
-		clear(hdr) // an interim 1xx response: skip it
+		f.resetHeader() // an interim 1xx response: skip it
 	}
 	if err != nil {
 		conn.Close()
