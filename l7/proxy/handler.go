@@ -24,7 +24,10 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rt := p.active.Load()
 	reqID := requestID(r.Header.Get("X-Request-Id"))
-	log := accessEntry{start: start, reqID: reqID, remote: r.RemoteAddr, method: r.Method, host: r.Host, proto: r.Proto}
+	log := accessEntry{start: start, reqID: reqID, remote: r.RemoteAddr, method: r.Method, host: r.Host, proto: r.Proto, req: r}
+	span := p.tracer.Start(r.Header, start) // continues or starts the trace; sets traceparent for the upstream
+	log.traceID = span.TraceID()
+	defer p.endSpan(&span, &log)
 	if rt == nil {
 		p.reply(w, &log, http.StatusServiceUnavailable, "no active snapshot")
 		return
