@@ -96,6 +96,7 @@ func (f *forwarding) shed(scope string) {
 		f.fault = faultUpstream
 	}
 	f.log.err = "shed: " + scope + " limit"
+	f.log.security = true
 	f.w.Header().Set("Retry-After", "1")
 	f.fail(http.StatusServiceUnavailable, "over the "+scope+" limit, retry later")
 }
