@@ -102,7 +102,7 @@ func Run(ctx context.Context, o Options) error {
 func printHelp(w io.Writer, dir, cert, admin string) {
 	fmt.Fprintf(w, `
 rampart is up (state in %s).
-  https  https://localhost:8443   (HTTP/2 and HTTP/1.1, self-signed: %s)
+  https  https://localhost:8443   (HTTP/2, HTTP/1.1, and HTTP/3 on UDP; self-signed: %s)
   http   http://localhost:8080
   admin  http://%s   (/healthz /readyz /metrics /status)
   demo upstreams: users (stable) on 127.0.0.1:9081, users-canary on 127.0.0.1:9082
