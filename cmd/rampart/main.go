@@ -13,6 +13,8 @@ Usage:
   rampart proxy     [flags]   serve traffic from signed snapshots in a directory
   rampart snapshot build      validate, compile and sign a YAML config into a snapshot file
   rampart snapshot verify     check a snapshot file; print its version and digest
+  rampart deny build          sign a YAML list of revocations into a deny file
+  rampart deny verify         check a deny file; print its sequence, digest and counts
   rampart keygen    [flags]   make an Ed25519 key pair for signing snapshots
 
 Run 'rampart <command> -h' for the flags of a command.
@@ -28,6 +30,7 @@ func main() {
 		"proxy":    cmdProxy,
 		"snapshot": cmdSnapshot,
 		"keygen":   cmdKeygen,
+		"deny":     cmdDeny,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	if name == "-h" || name == "--help" || name == "help" {

@@ -1,0 +1,136 @@
+package deny
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+)
+
+// FuzzParse: Parse never panics, and whatever it accepts is JSON whose
+// signature verifies with the key over what it says.
+func FuzzParse(f *testing.F) {
+	priv, pub := testKey(1)
+	good := mustBuild(f, sample(), 9, priv)
+	f.Add(good)
+	f.Add(mustBuild(f, nil, 1, priv))
+	f.Add(good[:len(good)/2])
+	f.Add([]byte(`{"format":"rampart.deny.v1","sequence":1}`))
+	if golden, err := os.ReadFile("testdata/sample.deny.json"); err == nil {
+		f.Add(golden)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := Parse(data, pub)
+		if err != nil {
+			return
+		}
+		var env struct {
+			Format    string          `json:"format"`
+			Sequence  uint64          `json:"sequence"`
+			Created   int64           `json:"created_at_unix_nano"`
+			SHA256    string          `json:"sha256"`
+			KeyID     string          `json:"key_id"`
+			Signature string          `json:"signature"`
+			List      json.RawMessage `json:"list"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&env); err != nil || dec.More() {
+			t.Fatalf("accepted, but encoding/json says: %v", err)
+		}
+		sum := sha256.Sum256(env.List)
+		sig, _ := base64.StdEncoding.DecodeString(env.Signature)
+		if env.Format != Format || env.SHA256 != hex.EncodeToString(sum[:]) || env.SHA256 != l.DigestHex() ||
+			env.Sequence != l.Sequence() || env.Created != l.CreatedAt().UnixNano() ||
+			!ed25519.Verify(pub, signedMessage(env.Sequence, env.Created, sum), sig) {
+			t.Fatalf("accepted a file that does not verify: %s", data)
+		}
+		checkListAgainstJSON(t, env.List, l)
+	})
+}
+
+// FuzzDecodeList: the list decoder never panics, and what it accepts is
+// JSON with the same entries, which Build would encode to the same bytes.
+func FuzzDecodeList(f *testing.F) {
+	exp := `"expires_at":"2030-01-02T04:04:05Z"`
+	for _, s := range []string{
+		`{"entries":[]}`,
+		`{"entries":[{"kind":"jti","value":"a\"b\\c",` + exp + `,"reason":"r"}]}`,
+		`{"entries":[{"kind":"cidr","value":"10.0.0.0/8",` + exp + `},{"kind":"cidr","value":"10.1.0.0/16",` + exp + `}]}`,
+		`{"entries":[{"kind":"cidr","value":"2001:db8::/32",` + exp + `},{"kind":"tenant","value":"t",` + exp + `}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := decodeList(b)
+		if err != nil {
+			return
+		}
+		checkListAgainstJSON(t, b, l)
+	})
+}
+
+// checkListAgainstJSON decodes list bytes with encoding/json and checks
+// that l holds the same entries and that they re-encode to the same bytes.
+func checkListAgainstJSON(t *testing.T, list []byte, l *List) {
+	var src struct {
+		Entries []struct {
+			Kind      Kind   `json:"kind"`
+			Value     string `json:"value"`
+			ExpiresAt string `json:"expires_at"`
+			Reason    string `json:"reason"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(list, &src); err != nil {
+		t.Fatalf("accepted, but encoding/json says: %v", err)
+	}
+	if len(src.Entries) != l.Len() {
+		t.Fatalf("%d entries, encoding/json sees %d", l.Len(), len(src.Entries))
+	}
+	out := []byte(`{"entries":[`)
+	for i, e := range src.Entries {
+		exp, err := time.Parse(time.RFC3339, e.ExpiresAt)
+		if err != nil {
+			t.Fatalf("accepted expiry %q: %v", e.ExpiresAt, err)
+		}
+		n, err := normalize(Entry{Kind: e.Kind, Value: e.Value, ExpiresAt: exp, Reason: e.Reason})
+		if err != nil {
+			t.Fatalf("accepted an entry normalize refuses: %v", err)
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendEntry(out, &n)
+		reason := e.Reason
+		if reason == "" {
+			reason = string(e.Kind)
+		}
+		before := time.Unix(n.exp-1, 0)
+		var got string
+		var denied bool
+		switch e.Kind {
+		case KindCIDR:
+			got, denied = l.CheckIP(n.pfx.Addr(), before)
+			reason = "" // a longer prefix may answer first; check only the match
+		case KindAPIKeyID:
+			got, denied = l.Check(Query{KeyID: e.Value}, before)
+		case KindJTI:
+			got, denied = l.Check(Query{JTI: e.Value}, before)
+		case KindSubject:
+			got, denied = l.Check(Query{Subject: e.Value}, before)
+		case KindTenant:
+			got, denied = l.Check(Query{Tenant: e.Value}, before)
+		}
+		if !denied || reason != "" && got != reason {
+			t.Fatalf("entry %+v: Check = %q, %v", e, got, denied)
+		}
+	}
+	if out = append(out, "]}"...); !bytes.Equal(out, list) {
+		t.Fatalf("accepted non-canonical bytes:\n%s\nre-encoded:\n%s", list, out)
+	}
+}

@@ -1,0 +1,219 @@
+package deny
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// Parse verifies a deny file against a public key and indexes it. It
+// accepts only the canonical encoding Build writes (see the package doc).
+func Parse(data []byte, pub ed25519.PublicKey) (*List, error) {
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%w: %d bytes is over the %d limit", ErrMalformed, len(data), MaxFileBytes)
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: public key is %d bytes, want %d", ErrSignature, len(pub), ed25519.PublicKeySize)
+	}
+	s := scanner{b: bytes.TrimSuffix(data, []byte("\n"))}
+	fail := func(what string) (*List, error) {
+		return nil, fmt.Errorf("%w: %s at byte %d", ErrMalformed, what, s.i)
+	}
+	if !s.lit(`{"format":`) {
+		return fail(`want {"format":`)
+	}
+	if f, ok := s.raw(); !ok || string(f) != Format {
+		return nil, fmt.Errorf("%w: format %q, want %q", ErrMalformed, f, Format)
+	}
+	var seq, created uint64
+	var ok bool
+	if !s.lit(`,"sequence":`) {
+		return fail(`want ,"sequence":`)
+	}
+	if seq, ok = s.uint(); !ok {
+		return fail("bad sequence")
+	}
+	if !s.lit(`,"created_at_unix_nano":`) {
+		return fail(`want ,"created_at_unix_nano":`)
+	}
+	neg := s.lit("-")
+	if created, ok = s.uint(); !ok || created > math.MaxInt64 || neg && created == 0 {
+		return fail("bad created_at_unix_nano")
+	}
+	createdNs := int64(created)
+	if neg {
+		createdNs = -createdNs
+	}
+	if !s.lit(`,"sha256":`) {
+		return fail(`want ,"sha256":`)
+	}
+	sum, ok := s.raw()
+	var want [32]byte
+	if !ok || len(sum) != 64 || !lowerHex(sum, want[:]) {
+		return fail("sha256 is not 64 lower-case hex digits")
+	}
+	if !s.lit(`,"key_id":`) {
+		return fail(`want ,"key_id":`)
+	}
+	keyID, ok := s.raw()
+	if !ok || len(keyID) > 64 {
+		return fail("bad key_id")
+	}
+	if !s.lit(`,"signature":`) {
+		return fail(`want ,"signature":`)
+	}
+	sigText, ok := s.raw()
+	if !ok {
+		return fail("bad signature")
+	}
+	if !s.lit(`,"list":`) {
+		return fail(`want ,"list":`)
+	}
+	if len(s.b) == 0 || s.b[len(s.b)-1] != '}' || s.i > len(s.b)-1 {
+		return fail("want the file to end with }")
+	}
+	list := s.b[s.i : len(s.b)-1]
+
+	digest := sha256.Sum256(list)
+	if digest != want {
+		return nil, fmt.Errorf("%w: file says %.16s…, list hashes to %x…", ErrDigest, sum, digest[:8])
+	}
+	sig, err := base64.StdEncoding.Strict().DecodeString(string(sigText))
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return nil, fmt.Errorf("%w: signature is not %d base64 bytes", ErrSignature, ed25519.SignatureSize)
+	}
+	if !ed25519.Verify(pub, signedMessage(seq, createdNs, digest), sig) {
+		return nil, fmt.Errorf("%w: not signed by key %s (file names key %q)", ErrSignature, snapshot.KeyID(pub), keyID)
+	}
+	if id := snapshot.KeyID(pub); string(keyID) != id {
+		return nil, fmt.Errorf("%w: file names key %q but is signed by %s", ErrSignature, keyID, id)
+	}
+	l, err := decodeList(list)
+	if err != nil {
+		return nil, err
+	}
+	l.seq, l.created, l.digest, l.keyID = seq, time.Unix(0, createdNs), digest, string(keyID)
+	return l, nil
+}
+
+// decodeList parses the canonical list bytes and indexes the entries.
+func decodeList(b []byte) (*List, error) {
+	s := scanner{b: b}
+	var bl builder
+	bl.init(b)
+	var prev, cur norm
+	var vbuf, rbuf, cbuf []byte
+	malformed := func(what string) (*List, error) {
+		return nil, fmt.Errorf("%w: list: %s at byte %d (entry %d)", ErrMalformed, what, s.i, bl.n+1)
+	}
+	invalid := func(err error) (*List, error) {
+		return nil, fmt.Errorf("%w: entry %d (%s %.64q): %w", ErrInvalid, bl.n+1, cur.kind, cur.value, err)
+	}
+	if !s.lit(`{"entries":[`) {
+		return malformed(`want {"entries":[`)
+	}
+	for i := 0; !s.lit("]"); i++ {
+		if i > 0 && !s.lit(",") {
+			return malformed("want , or ]")
+		}
+		if bl.n >= MaxEntries {
+			return malformed(fmt.Sprintf("more than %d entries", MaxEntries))
+		}
+		if !s.lit(`{"kind":`) {
+			return malformed(`want {"kind":`)
+		}
+		k, ok := s.raw()
+		ki := kindIndex(Kind(k))
+		if !ok || ki < 0 {
+			return malformed(fmt.Sprintf("unknown kind %q", k))
+		}
+		cur = norm{kind: kinds[ki]}
+		if !s.lit(`,"value":`) {
+			return malformed(`want ,"value":`)
+		}
+		if vbuf, ok = s.str(vbuf[:0]); !ok {
+			return malformed("bad value string")
+		}
+		if !s.lit(`,"expires_at":`) {
+			return malformed(`want ,"expires_at":`)
+		}
+		exp, ok := s.raw()
+		if !ok {
+			return malformed("bad expires_at string")
+		}
+		rbuf = rbuf[:0]
+		if s.lit(`,"reason":`) {
+			if rbuf, ok = s.str(rbuf); !ok || len(rbuf) == 0 {
+				return malformed("bad or empty reason string")
+			}
+		}
+		if !s.lit("}") {
+			return malformed("want }")
+		}
+		// Strings are made only where they are kept: identity values as
+		// map keys; a CIDR is parsed from a transient copy.
+		cur.value = string(vbuf)
+		if cur.value == "" {
+			return invalid(errors.New("empty value"))
+		}
+		if err := checkText("value", cur.value, MaxValueBytes); err != nil {
+			return invalid(err)
+		}
+		ri, reason, isNew := bl.reason(cur.kind, rbuf)
+		if isNew && len(rbuf) > 0 {
+			if err := checkText("reason", reason, MaxReasonBytes); err != nil {
+				return invalid(err)
+			}
+		}
+		if cur.exp, ok = parseExpiry(exp); !ok {
+			return invalid(fmt.Errorf("expires_at %q is not a UTC time like %s", exp, timeLayout))
+		}
+		if cur.kind == KindCIDR {
+			p, err := parseCIDR(cur.value)
+			if err != nil {
+				return invalid(err)
+			}
+			if cbuf = p.AppendTo(cbuf[:0]); !bytes.Equal(cbuf, vbuf) {
+				return invalid(fmt.Errorf("not in canonical form %s", p))
+			}
+			cur.pfx = p
+		}
+		if bl.n > 0 && compareNorm(&prev, &cur) >= 0 {
+			return invalid(fmt.Errorf("not after %s %q: entries must be sorted, without duplicates", prev.kind, prev.value))
+		}
+		bl.add(&cur, ri)
+		prev = cur
+	}
+	if !s.lit("}") || s.i != len(s.b) {
+		return malformed("want }, then the end of the list")
+	}
+	return bl.finish(), nil
+}
+
+// parseExpiry reads exactly "YYYY-MM-DDTHH:MM:SSZ", a real date in 1970..9999.
+func parseExpiry(b []byte) (int64, bool) {
+	if len(b) != 20 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[19] != 'Z' {
+		return 0, false
+	}
+	var f [6]int
+	for i, r := range [6][2]int{{0, 4}, {5, 7}, {8, 10}, {11, 13}, {14, 16}, {17, 19}} {
+		for _, c := range b[r[0]:r[1]] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			f[i] = f[i]*10 + int(c-'0')
+		}
+	}
+	if f[0] < 1970 || f[1] < 1 || f[1] > 12 || f[2] < 1 || f[3] > 23 || f[4] > 59 || f[5] > 59 {
+		return 0, false
+	}
+	t := time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], 0, time.UTC)
+	return t.Unix(), t.Day() == f[2]
+}
