@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/proxy"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 )
@@ -34,6 +36,10 @@ type Config struct {
 	Logger       *slog.Logger
 	// Region is where this node runs: same-region endpoints are preferred.
 	Region string
+	// DenyFile is the fast deny channel's signed list, watched and applied
+	// within a second ("" disables it); the last good list is kept in
+	// StateDir and used at start.
+	DenyFile string
 	// Started, when set, is called once the admin listener is up and the
 	// first scan is done.
 	Started func(p *proxy.Proxy, admin net.Addr)
@@ -69,6 +75,20 @@ func Run(ctx context.Context, c Config) error {
 	go func() { _ = admin.Serve(aln) }()
 
 	wctx, stopWatch := context.WithCancel(context.Background())
+	denyDone := make(chan struct{})
+	if c.DenyFile != "" {
+		dw := &deny.Watcher{Path: c.DenyFile, PublicKey: c.PublicKey, Logger: log,
+			OnApply: p.SetDenyList, OnReject: p.RejectDenyList}
+		if c.StateDir != "" {
+			dw.StatePath = filepath.Join(c.StateDir, "deny-state.json")
+		}
+		if err := dw.LoadState(); err != nil {
+			log.Error("deny list state not used", "err", err)
+		}
+		go func() { defer close(denyDone); _ = dw.Run(wctx) }()
+	} else {
+		close(denyDone)
+	}
 	watchDone := make(chan struct{})
 	if c.SnapshotDir != "" {
 		w.Scan()
@@ -90,6 +110,7 @@ func Run(ctx context.Context, c Config) error {
 	log.Info("draining", "timeout", drain.String(), "unready_first", c.UnreadyDelay.String())
 	stopWatch()
 	<-watchDone
+	<-denyDone
 	p.MarkDraining()
 	if c.UnreadyDelay > 0 {
 		time.Sleep(c.UnreadyDelay)

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/proxy"
+	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -95,5 +97,55 @@ func TestReadyzTurnsUnreadyBeforeListenersClose(t *testing.T) {
 	}
 	if c := code("http://" + listen + "/x"); c != 0 {
 		t.Fatalf("listener still answering after Run returned: %d", c)
+	}
+}
+
+// A deny list written next to a running proxy is in force within a second.
+func TestDenyFileAppliesWithinOneSecond(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	dir, state := t.TempDir(), t.TempDir()
+	privPEM, pubPEM, _ := snapshot.GenerateKey()
+	priv, _ := snapshot.ParsePrivateKey(privPEM)
+	pub, _ := snapshot.ParsePublicKey(pubPEM)
+	listen, admin := freeAddr(t), freeAddr(t)
+	cfg := &snapshot.Config{Version: snapshot.Version{Epoch: 1, Sequence: 1},
+		Listeners: []snapshot.Listener{{Name: "web", Address: listen}},
+		Clusters:  []snapshot.Cluster{{Name: "c", Endpoints: []snapshot.Endpoint{{Address: strings.TrimPrefix(up.URL, "http://")}}}},
+		Routes:    []snapshot.Route{{ID: "r", Host: "*", Methods: []string{"GET"}, PathTemplate: "/x", UpstreamCluster: "c", TimeoutMs: 1000}}}
+	file, _ := snapshot.Build(cfg, priv, time.Now())
+	os.WriteFile(filepath.Join(dir, "1.snap"), file, 0o644)
+	denyPath := filepath.Join(t.TempDir(), "deny.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{SnapshotDir: dir, StateDir: state, PublicKey: pub, AdminAddr: admin, DenyFile: denyPath,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Started: func(*proxy.Proxy, net.Addr) { close(started) }})
+	}()
+	<-started
+	if c := code("http://" + listen + "/x"); c != 200 {
+		t.Fatalf("before the deny list: %d", c)
+	}
+	list, err := deny.Build([]deny.Entry{{Kind: deny.KindCIDR, Value: "127.0.0.1", ExpiresAt: time.Now().Add(time.Hour)}}, 1, priv, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	if err := snapdir.WriteFileAtomic(denyPath, list); err != nil {
+		t.Fatal(err)
+	}
+	for code("http://"+listen+"/x") != 403 {
+		if time.Since(written) > time.Second {
+			t.Fatalf("the deny list was not in force within one second")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("deny list in force %s after it was written", time.Since(written).Round(time.Millisecond))
+	cancel()
+	<-done
+	if _, err := os.Stat(filepath.Join(state, "deny-state.json")); err != nil {
+		t.Fatalf("the deny list was not persisted: %v", err)
 	}
 }

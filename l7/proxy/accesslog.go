@@ -41,6 +41,11 @@ type accessEntry struct {
 	// Statuses 401, 403 and 429 count as security events by themselves.
 	security bool
 
+	// The verified identity, when the route authenticates.
+	tenant  string
+	subject string
+	keyID   string
+
 	// req is the request, read by write while the handler still owns it
 	// (for the query and the configured headers) and never queued: the
 	// HTTP/1.1 server reuses the request and its header map afterwards.
@@ -250,6 +255,15 @@ func (l *accessLog) run(log *slog.Logger) {
 		}
 		if e.upstream != "" {
 			attrs = append(attrs, slog.String("upstream", e.upstream))
+		}
+		if e.tenant != "" {
+			attrs = append(attrs, slog.String("tenant", e.tenant))
+		}
+		if e.subject != "" {
+			attrs = append(attrs, slog.String("subject", e.subject))
+		}
+		if e.keyID != "" {
+			attrs = append(attrs, slog.String("key_id", e.keyID))
 		}
 		if e.err != "" {
 			attrs = append(attrs, slog.String("error", e.err))

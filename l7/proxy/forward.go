@@ -275,6 +275,7 @@ func (f *forwarding) respond(conn *upstream.Conn, rh upstream.ResponseHead) {
 		trailer = http.Header{}
 	}
 	stripHopByHop(hdr)
+	f.rr.headers.ApplyResponse(hdr)
 	hdr["X-Request-Id"] = []string{f.reqID}
 	body := conn.Body(f.r.Method, rh, trailer)
 	f.w.WriteHeader(rh.Status)

@@ -138,6 +138,7 @@ func (f *forwarding) tryH2C(ep *endpointRT) outcome {
 	for k := range resp.Trailer { // announce trailers the upstream declared
 		hdr.Add("Trailer", k)
 	}
+	f.rr.headers.ApplyResponse(hdr)
 	hdr["X-Request-Id"] = []string{f.reqID}
 	f.w.WriteHeader(resp.StatusCode)
 	f.log.status = resp.StatusCode

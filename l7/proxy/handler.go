@@ -32,6 +32,9 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.reply(w, &log, http.StatusServiceUnavailable, "no active snapshot")
 		return
 	}
+	if !p.screen(w, r, rt, &log) {
+		return
+	}
 	rawPath, query, ok := splitTarget(r)
 	if !ok {
 		p.reply(w, &log, http.StatusBadRequest, "request target must be a path")
@@ -66,7 +69,11 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fw := forwarding{p: p, w: w, r: r, rr: rr, cl: cl, path: path, query: query, reqID: reqID,
 		deadline: start.Add(rr.timeout), maxBody: maxBody, log: &log}
-	fw.run()
+	if fw.authorize(&m, rt) {
+		fw.run()
+	} else {
+		fw.recordFault()
+	}
 	dur := time.Since(start)
 	rr.stats.observe(cl.name, log.status, dur.Seconds())
 	log.dur = dur

@@ -35,6 +35,12 @@ type Metrics struct {
 	shed              *prometheus.CounterVec
 	faults            *prometheus.CounterVec
 	budgetExhausted   *prometheus.CounterVec
+	authFailures      *prometheus.CounterVec
+	denied            *prometheus.CounterVec
+	denyRejected      *prometheus.CounterVec
+	denySequence      prometheus.Gauge
+	denyEntries       prometheus.Gauge
+	quota             *prometheus.CounterVec
 
 	mu     sync.Mutex
 	routes map[string]*routeStats // by route id, kept across snapshot swaps
@@ -108,12 +114,31 @@ func NewMetrics() *Metrics {
 		budgetExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_retry_budget_exhausted_total", Help: "Retries not made because the cluster's retry budget was spent.",
 		}, []string{"cluster"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_auth_failures_total", Help: "Requests refused by authentication or scope checks, by auth policy and reason.",
+		}, []string{"policy", "reason"}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_denied_total", Help: "Requests refused by the fast deny channel, by what matched (cidr, identity).",
+		}, []string{"match"}),
+		denyRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_deny_list_rejected_total", Help: "Deny list files refused, by reason.",
+		}, []string{"reason"}),
+		denySequence: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rampart_deny_list_sequence", Help: "Sequence of the deny list in force (0: none).",
+		}),
+		denyEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rampart_deny_list_entries", Help: "Entries in the deny list in force, expired ones included.",
+		}),
+		quota: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_quota_decisions_total", Help: "Quota decisions by policy and outcome (allowed, limited, store_error).",
+		}, []string{"policy", "outcome"}),
 		routes: map[string]*routeStats{},
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.upstreamTries, m.unmatched,
 		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.logDropped, m.badRequests,
 		m.outlierEjections, m.outlierSkipped, m.healthChecks, m.healthTransitions, m.endpointHealthy,
 		m.noHealthy, m.shed, m.faults, m.budgetExhausted,
+		m.authFailures, m.denied, m.denyRejected, m.denySequence, m.denyEntries, m.quota,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

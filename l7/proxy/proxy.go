@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -39,6 +40,7 @@ type Proxy struct {
 	region      string
 	inflight    atomic.Int64 // requests in flight (limits.max_concurrent_requests)
 	tunnels     tunnelSet    // upgraded (WebSocket) connections
+	denyList    atomic.Pointer[deny.List]
 	h2c         h2cTransports
 	accessLog   *accessLog
 	tracer      *gatewayTracer
@@ -100,7 +102,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	if prev != nil && !prev.Snap.Version.Less(s.Version) {
 		return fmt.Errorf("%w: %s is active, got %s", ErrStale, prev.Snap.Version, s.Version)
 	}
-	rt, err := buildRuntime(s, &runtimeEnv{pools: &p.pools, states: &p.states, metrics: p.metrics, region: p.region}, prev)
+	rt, err := buildRuntime(s, &runtimeEnv{pools: &p.pools, states: &p.states, metrics: p.metrics, region: p.region, log: p.errLog}, prev)
 	if err != nil {
 		return err
 	}
@@ -115,11 +117,15 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 			for _, o := range opened {
 				o.close(context.Background())
 			}
+			rt.closePolicies()
 			return err
 		}
 		opened[lc.Name] = l
 	}
 	p.active.Store(rt)
+	if prev != nil {
+		prev.closePolicies() // its key caches and buckets live on in rt
+	}
 	p.metrics.snapSwaps.Inc()
 	p.configureTelemetry(s.Config.Telemetry)
 	var retired []*listener
@@ -181,6 +187,17 @@ func (p *Proxy) SetSourceVersions(desired, downloaded snapshot.Version) {
 	}
 }
 
+// SetDenyList makes a verified deny list the one requests are checked
+// against (the daemon's deny.Watcher calls it).
+func (p *Proxy) SetDenyList(l *deny.List) {
+	p.denyList.Store(l)
+	p.metrics.denySequence.Set(float64(l.Sequence()))
+	p.metrics.denyEntries.Set(float64(l.Len()))
+}
+
+// RejectDenyList counts a refused deny list by reason.
+func (p *Proxy) RejectDenyList(reason string) { p.metrics.denyRejected.WithLabelValues(reason).Inc() }
+
 // RejectSnapshot counts a refused snapshot file by reason.
 func (p *Proxy) RejectSnapshot(reason string) { p.metrics.snapRejected.WithLabelValues(reason).Inc() }
 
@@ -204,6 +221,9 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	p.tunnels.closeAll()
+	if rt := p.active.Load(); rt != nil {
+		rt.closePolicies()
+	}
 	p.h2c.closeAll()
 	p.checkers.stopAll()
 	p.pools.closeAll()

@@ -4,10 +4,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/auth"
+	"github.com/rampart-edge/rampart/l7/headerrule"
+	"github.com/rampart-edge/rampart/l7/quota"
 	"github.com/rampart-edge/rampart/l7/route"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 	"github.com/rampart-edge/rampart/l7/upstream"
@@ -18,6 +22,9 @@ import (
 type Runtime struct {
 	Snap      *snapshot.Snapshot
 	limits    snapshot.Limits
+	identity  identityKeys
+	auth      *auth.Set
+	quota     *quota.Limiter
 	table     *route.Table
 	routes    []routeRT
 	clusters  map[string]*clusterRT
@@ -27,15 +34,18 @@ type Runtime struct {
 }
 
 type routeRT struct {
-	cfg       *snapshot.Route
-	limits    *snapshot.Limits
-	timeout   time.Duration
-	splits    []split // cumulative weights out of 100
-	maxTries  int
-	retryOn   [2]uint64 // bitset of statuses 400..527 that may be retried
-	idemKey   string    // header whose presence makes a write retryable
-	safeRetry bool      // read route or idempotency: safe
-	stats     *routeStats
+	cfg        *snapshot.Route
+	limits     *snapshot.Limits
+	auth       *auth.Policy      // nil: the route does not authenticate
+	quotaParts []string          // the quota policy's key parts; nil: no quota
+	headers    *headerrule.Rules // nil: no header rules
+	timeout    time.Duration
+	splits     []split // cumulative weights out of 100
+	maxTries   int
+	retryOn    [2]uint64 // bitset of statuses 400..527 that may be retried
+	idemKey    string    // header whose presence makes a write retryable
+	safeRetry  bool      // read route or idempotency: safe
+	stats      *routeStats
 }
 
 type split struct {
@@ -78,6 +88,7 @@ type runtimeEnv struct {
 	states  *states
 	metrics *Metrics
 	region  string
+	log     *slog.Logger
 }
 
 // pools owns the upstream connection pools across runtimes.
@@ -160,10 +171,14 @@ func buildRuntime(s *snapshot.Snapshot, env *runtimeEnv, prev *Runtime) (*Runtim
 		rt.routes[i] = newRouteRT(&c.Routes[i], rt.clusters, env.metrics)
 		rt.routes[i].limits = &rt.limits
 	}
+	if err := buildPolicies(rt, env, prev); err != nil {
+		return nil, err
+	}
 	for _, l := range c.Listeners {
 		lr := &listenerRT{cfg: l}
 		if l.TLS != nil {
 			if lr.certs, err = loadCerts(l.TLS.Certificates); err != nil {
+				rt.closePolicies()
 				return nil, fmt.Errorf("listener %q: %w", l.Name, err)
 			}
 		}
