@@ -262,7 +262,7 @@ func TestUpQuickstart(t *testing.T) {
 	if canary < 15 || canary > 70 { // weight 20%: 40 ± 25 (over 4 sd)
 		t.Errorf("canary answered %d of 200", canary)
 	}
-	for path, want := range map[string]int{"/v1/users/42": 200, "/nowhere": 404, "/v1/orders/7": 502} {
+	for path, want := range map[string]int{"/v1/users/42": 200, "/nowhere": 404, "/v1/orders/7": 502, "/v1/stats": 401} {
 		resp, err := http.Get("http://localhost:8080" + path)
 		if err != nil {
 			t.Fatal(err)
@@ -271,6 +271,13 @@ func TestUpQuickstart(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
 		}
+	}
+	keyed, _ := http.NewRequest("GET", "http://localhost:8080/v1/stats", nil)
+	keyed.Header.Set("X-Api-Key", "demo-key")
+	if resp, err := http.DefaultClient.Do(keyed); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stats with the demo key: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	req, _ := http.NewRequest("DELETE", "http://localhost:8080/v1/users/42", nil)
 	resp, err := http.DefaultClient.Do(req)

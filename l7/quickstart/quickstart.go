@@ -117,6 +117,11 @@ Try:
   curl -s --cacert %s -X POST -H 'Idempotency-Key: k1' -d '{"name":"ada"}' https://localhost:8443/v1/users
   # wildcard host and a rest parameter
   curl -s http://files.localhost:8080/files/docs/readme.txt --resolve files.localhost:8080:127.0.0.1
+  # an API key (the snapshot holds only its hash); without it: 401
+  curl -s -H 'X-Api-Key: demo-key' http://localhost:8080/v1/stats | grep x_request_id
+  curl -si http://localhost:8080/v1/stats | head -1
+  # a quota of 2/s, burst 5, per client address: the 6th request in a row gets 429
+  for i in $(seq 8); do curl -s -o /dev/null -w '%%{http_code} ' http://localhost:8080/v1/users; done; echo
   # errors: 405 with Allow, 404, and 502 from a cluster with no server
   curl -si -X DELETE http://localhost:8080/v1/users/42 | head -3
   curl -si http://localhost:8080/nowhere | head -1
