@@ -16,6 +16,7 @@ type Config struct {
 	AuthPolicies    []AuthPolicy    `yaml:"auth_policies" json:"auth_policies,omitempty"`
 	QuotaPolicies   []QuotaPolicy   `yaml:"quota_policies" json:"quota_policies,omitempty"`
 	IdentityHeaders IdentityHeaders `yaml:"identity_headers" json:"identity_headers"`
+	L4              L4              `yaml:"l4" json:"l4"`
 	Listeners       []Listener      `yaml:"listeners" json:"listeners"`
 	Clusters        []Cluster       `yaml:"clusters" json:"clusters"`
 	Routes          []Route         `yaml:"routes" json:"routes"`

@@ -54,6 +54,7 @@ func Normalize(c *Config) {
 	}
 	normalizeResilience(c)
 	normalizePolicies(c)
+	normalizeL4(&c.L4)
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		setDefault(&cl.ConnectTimeoutMs, DefaultConnectTimeoutMs)

@@ -64,6 +64,7 @@ func Validate(c *Config) error {
 	auth, quota := validatePolicies(c, &p)
 	validateRoutes(c, clusters, auth, quota, &p)
 	validateResilience(c, &p)
+	validateL4(c, &p)
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
 	}
