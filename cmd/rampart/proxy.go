@@ -28,6 +28,7 @@ func cmdProxy(args []string) error {
 	drain := fs.Duration("drain-timeout", 0, "time in-flight requests get on SIGTERM (default: the snapshot's limits.drain_timeout_ms)")
 	unready := fs.Duration("unready-delay", 0, "how long /readyz reports unready before listeners stop accepting on SIGTERM")
 	region := fs.String("region", "", "this node's region: same-region endpoints are preferred")
+	handoffSock := fs.String("handoff-socket", "", "unix socket where the node agent fetches the listening sockets (e.g. /run/rampart/handoff.sock)")
 	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second")
 	_ = fs.Parse(args)
 	pub, err := snapshot.ReadPublicKey(*pubPath)
@@ -43,7 +44,7 @@ func cmdProxy(args []string) error {
 	defer stop()
 	return daemon.Run(ctx, daemon.Config{
 		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin,
-		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile, Logger: newLogger(),
+		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile, HandoffSocket: *handoffSock, Logger: newLogger(),
 		Started: func(p *proxy.Proxy, a net.Addr) {
 			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion)
 		},

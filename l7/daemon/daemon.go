@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/handoff"
 	"github.com/rampart-edge/rampart/l7/proxy"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 )
@@ -36,6 +37,9 @@ type Config struct {
 	Logger       *slog.Logger
 	// Region is where this node runs: same-region endpoints are preferred.
 	Region string
+	// HandoffSocket, when set, is a unix socket where the node agent fetches
+	// the proxy's listening sockets to steer VIP traffic to them.
+	HandoffSocket string
 	// DenyFile is the fast deny channel's signed list, watched and applied
 	// within a second ("" disables it); the last good list is kept in
 	// StateDir and used at start.
@@ -89,6 +93,18 @@ func Run(ctx context.Context, c Config) error {
 	} else {
 		close(denyDone)
 	}
+	handoffDone := make(chan struct{})
+	if c.HandoffSocket != "" {
+		hs := &handoff.Server{Path: c.HandoffSocket, Sockets: p.HandoffSockets}
+		go func() {
+			defer close(handoffDone)
+			if err := hs.Run(wctx); err != nil {
+				log.Error("socket hand-off stopped", "err", err)
+			}
+		}()
+	} else {
+		close(handoffDone)
+	}
 	watchDone := make(chan struct{})
 	if c.SnapshotDir != "" {
 		w.Scan()
@@ -111,6 +127,7 @@ func Run(ctx context.Context, c Config) error {
 	stopWatch()
 	<-watchDone
 	<-denyDone
+	<-handoffDone
 	p.MarkDraining()
 	if c.UnreadyDelay > 0 {
 		time.Sleep(c.UnreadyDelay)

@@ -41,6 +41,7 @@ type Proxy struct {
 	inflight    atomic.Int64 // requests in flight (limits.max_concurrent_requests)
 	tunnels     tunnelSet    // upgraded (WebSocket) connections
 	denyList    atomic.Pointer[deny.List]
+	handoffGen  uint64 // changes with every applied snapshot (guarded by mu)
 	h2c         h2cTransports
 	accessLog   *accessLog
 	tracer      *gatewayTracer
@@ -123,6 +124,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 		opened[lc.Name] = l
 	}
 	p.active.Store(rt)
+	p.handoffGen++
 	if prev != nil {
 		prev.closePolicies() // its key caches and buckets live on in rt
 	}
