@@ -14,6 +14,10 @@ case "$what" in
     want curl curl
     want openssl openssl
     want redis-server redis-server
+    want bird bird2
+    want ip iproute2
+    # Debian keeps PostgreSQL's server binaries off PATH.
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
     ;;&
   perf|all)
     want curl curl

@@ -11,6 +11,8 @@ const usage = `rampart — eBPF-assisted L4/L7 edge appliance
 Usage:
   rampart up        [flags]   all-in-one quickstart on loopback (demo config and upstreams)
   rampart proxy     [flags]   serve traffic from signed snapshots in a directory
+  rampart control   [flags]   the control plane: revisions, staged rollouts, deny channel (-config FILE)
+  rampart control token       make an API token and the sha256 a control config holds
   rampart snapshot build      validate, compile and sign a YAML config into a snapshot file
   rampart snapshot verify     check a snapshot file; print its version and digest
   rampart deny build          sign a YAML list of revocations into a deny file
@@ -31,6 +33,7 @@ func main() {
 		"snapshot": cmdSnapshot,
 		"keygen":   cmdKeygen,
 		"deny":     cmdDeny,
+		"control":  cmdControl,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	if name == "-h" || name == "--help" || name == "help" {

@@ -1,0 +1,270 @@
+// Package config reads the control plane's config file (YAML, strict:
+// unknown keys are errors). See control/README.md for the format.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rampart-edge/rampart/control/api"
+	"github.com/rampart-edge/rampart/control/plane"
+	"github.com/rampart-edge/rampart/control/rollout"
+)
+
+// Duration is a time.Duration written as "30s", "5m".
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D is the duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Config is the control plane's config file.
+type Config struct {
+	Listen       string   `yaml:"listen"`      // default 127.0.0.1:9080
+	SigningKey   string   `yaml:"signing_key"` // Ed25519 PEM private key (rampart keygen)
+	TLS          *TLS     `yaml:"tls"`
+	Tokens       []Token  `yaml:"tokens"`
+	Storage      Storage  `yaml:"storage"`
+	WatchTimeout Duration `yaml:"watch_timeout"` // default 30s
+	Rollout      Rollout  `yaml:"rollout"`
+}
+
+// TLS serves the API over TLS; with ClientCAFile, clients must present a
+// certificate signed by it (mTLS) besides their token.
+type TLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// Token is a bearer token: its SHA-256 (hex), or a file holding the token.
+type Token struct {
+	Name      string `yaml:"name"`
+	Role      string `yaml:"role"` // admin, read, node
+	SHA256    string `yaml:"sha256"`
+	TokenFile string `yaml:"token_file"`
+}
+
+// Storage picks the store.
+type Storage struct {
+	Type     string   `yaml:"type"` // embedded (default) or postgres
+	Dir      string   `yaml:"dir"`  // embedded: data directory
+	Postgres Postgres `yaml:"postgres"`
+}
+
+// Postgres configures the HA store.
+type Postgres struct {
+	DSN      string   `yaml:"dsn"`
+	DSNEnv   string   `yaml:"dsn_env"`   // read the DSN from this environment variable instead
+	LeaseTTL Duration `yaml:"lease_ttl"` // default 10s
+	Instance string   `yaml:"instance"`  // default host-pid-random
+}
+
+// Rollout configures staged rollouts.
+type Rollout struct {
+	Tick          Duration `yaml:"tick"`           // engine period, default 1s
+	NodeTimeout   Duration `yaml:"node_timeout"`   // default 30s
+	ActiveTimeout Duration `yaml:"active_timeout"` // default 5m
+	Bake          Duration `yaml:"bake"`           // default 5m
+	Stages        []Stage  `yaml:"stages"`         // default canary, zone-a, region-a, all
+	Health        struct {
+		MaxErrorRateIncrease *float64 `yaml:"max_error_rate_increase"` // default 0.01
+		MinRequests          *uint64  `yaml:"min_requests"`            // default 100
+		MaxLatencyIncreaseMs float64  `yaml:"max_latency_increase_ms"` // default 0: off
+	} `yaml:"health"`
+	Shadow struct {
+		MaxUnexpectedDifferences *int `yaml:"max_unexpected_differences"` // default -1: never pause
+		MaxListed                int  `yaml:"max_listed"`                 // default 100
+	} `yaml:"shadow"`
+}
+
+// Stage is a rollout stage; region, zone and cohort select its nodes (all
+// empty: every node).
+type Stage struct {
+	Name   string   `yaml:"name"`
+	Region string   `yaml:"region"`
+	Zone   string   `yaml:"zone"`
+	Cohort string   `yaml:"cohort"`
+	Bake   Duration `yaml:"bake"`
+}
+
+// Parse reads a config strictly and fills defaults.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("control config: %w", err)
+	}
+	c.defaults()
+	return &c, c.validate()
+}
+
+// Load reads a config file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("control config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func setDur(d *Duration, v time.Duration) {
+	if *d == 0 {
+		*d = Duration(v)
+	}
+}
+
+func (c *Config) defaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:9080"
+	}
+	if c.Storage.Type == "" {
+		c.Storage.Type = "embedded"
+	}
+	setDur(&c.WatchTimeout, 30*time.Second)
+	setDur(&c.Storage.Postgres.LeaseTTL, 10*time.Second)
+	r := &c.Rollout
+	setDur(&r.Tick, time.Second)
+	setDur(&r.NodeTimeout, 30*time.Second)
+	setDur(&r.ActiveTimeout, 5*time.Minute)
+	setDur(&r.Bake, 5*time.Minute)
+	if r.Health.MaxErrorRateIncrease == nil {
+		v := 0.01
+		r.Health.MaxErrorRateIncrease = &v
+	}
+	if r.Health.MinRequests == nil {
+		v := uint64(100)
+		r.Health.MinRequests = &v
+	}
+	if r.Shadow.MaxUnexpectedDifferences == nil {
+		v := -1
+		r.Shadow.MaxUnexpectedDifferences = &v
+	}
+	if r.Shadow.MaxListed == 0 {
+		r.Shadow.MaxListed = 100
+	}
+	if len(r.Stages) == 0 {
+		for _, s := range rollout.DefaultStages() {
+			r.Stages = append(r.Stages, Stage{Name: s.Name, Region: s.Match.Region, Zone: s.Match.Zone, Cohort: s.Match.Cohort})
+		}
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.SigningKey == "" {
+		errs = append(errs, errors.New("signing_key is required"))
+	}
+	if len(c.Tokens) == 0 {
+		errs = append(errs, errors.New("tokens: at least one token is required (the API is never open)"))
+	}
+	for i, t := range c.Tokens {
+		switch api.Role(t.Role) {
+		case api.RoleAdmin, api.RoleRead, api.RoleNode:
+		default:
+			errs = append(errs, fmt.Errorf("tokens[%d] %q: role %q must be admin, read or node", i, t.Name, t.Role))
+		}
+		if (t.SHA256 == "") == (t.TokenFile == "") {
+			errs = append(errs, fmt.Errorf("tokens[%d] %q: give exactly one of sha256 and token_file", i, t.Name))
+		}
+	}
+	switch c.Storage.Type {
+	case "embedded":
+		if c.Storage.Dir == "" {
+			errs = append(errs, errors.New("storage.dir is required for the embedded store"))
+		}
+	case "postgres":
+		if (c.Storage.Postgres.DSN == "") == (c.Storage.Postgres.DSNEnv == "") {
+			errs = append(errs, errors.New("storage.postgres: give exactly one of dsn and dsn_env"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("storage.type %q must be embedded or postgres", c.Storage.Type))
+	}
+	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
+		errs = append(errs, errors.New("tls needs cert_file and key_file"))
+	}
+	pol := c.Policy()
+	if err := pol.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Policy is the rollout policy the config describes.
+func (c *Config) Policy() rollout.Policy {
+	r := c.Rollout
+	p := rollout.Policy{ActiveTimeout: r.ActiveTimeout.D(), Bake: r.Bake.D(), NodeTimeout: r.NodeTimeout.D(),
+		Health: rollout.Health{MaxErrorRateIncrease: *r.Health.MaxErrorRateIncrease, MinRequests: *r.Health.MinRequests,
+			MaxLatencyIncreaseMs: r.Health.MaxLatencyIncreaseMs}}
+	for _, s := range r.Stages {
+		p.Stages = append(p.Stages, rollout.Stage{Name: s.Name, Bake: s.Bake.D(),
+			Match: rollout.Match{Region: s.Region, Zone: s.Zone, Cohort: s.Cohort}})
+	}
+	return p
+}
+
+// Shadow is the shadow check policy.
+func (c *Config) Shadow() plane.ShadowPolicy {
+	return plane.ShadowPolicy{MaxUnexpected: *c.Rollout.Shadow.MaxUnexpectedDifferences, MaxListed: c.Rollout.Shadow.MaxListed}
+}
+
+// APITokens resolves the tokens (reading token files).
+func (c *Config) APITokens() ([]api.Token, error) {
+	var out []api.Token
+	for _, t := range c.Tokens {
+		h := t.SHA256
+		if t.TokenFile != "" {
+			data, err := os.ReadFile(t.TokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("token %q: %w", t.Name, err)
+			}
+			tok := strings.TrimSpace(string(data))
+			if len(tok) < 16 {
+				return nil, fmt.Errorf("token %q: %s holds fewer than 16 characters", t.Name, t.TokenFile)
+			}
+			h = api.HashToken(tok)
+		}
+		sum, err := api.ParseTokenHash(h)
+		if err != nil {
+			return nil, fmt.Errorf("token %q: %w", t.Name, err)
+		}
+		out = append(out, api.Token{Name: t.Name, Role: api.Role(t.Role), SHA256: sum})
+	}
+	return out, nil
+}
+
+// PostgresDSN is the DSN, from the file or the environment.
+func (c *Config) PostgresDSN() (string, error) {
+	p := c.Storage.Postgres
+	if p.DSNEnv == "" {
+		return p.DSN, nil
+	}
+	if v := os.Getenv(p.DSNEnv); v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("storage.postgres.dsn_env: %s is not set", p.DSNEnv)
+}

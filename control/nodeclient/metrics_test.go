@@ -1,0 +1,71 @@
+package nodeclient
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+const exposition = `# HELP rampart_requests_total Requests served.
+# TYPE rampart_requests_total counter
+rampart_requests_total{code="200",revision="users",route="get-user"} 90
+rampart_requests_total{code="502",revision="users",route="get-user"} 7
+rampart_requests_total{code="404",revision="",route="x"} 3
+rampart_request_errors_total{fault="upstream",route="get-user"} 7
+rampart_request_errors_total{fault="client",route="x"} 3
+rampart_request_errors_total{fault="gateway",route="odd \"}\" name"} 1
+rampart_request_duration_seconds_bucket{route="get-user",le="+Inf"} 100
+rampart_request_duration_seconds_sum{route="get-user"} 0.5
+rampart_request_duration_seconds_count{route="get-user"} 100
+go_goroutines 12
+`
+
+func TestParseMetrics(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m != (Metrics{Requests: 100, Errors: 8, LatencySeconds: 0.5, LatencyCount: 100}) {
+		t.Fatalf("%+v", m)
+	}
+	for _, bad := range []string{"rampart_requests_total{code=\"200\" 5\n", "rampart_requests_total x\n", "lonely\n"} {
+		if _, err := ParseMetrics(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func TestAdminObserver(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/status":
+			_, _ = w.Write([]byte(`{"desired_version":"3.9","active_version":"3.8","ready":true,"routes":4}`))
+		case "/metrics":
+			_, _ = w.Write([]byte(exposition))
+		}
+	}))
+	defer srv.Close()
+	o, err := AdminObserver(srv.URL, nil)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Active.String() != "3.8" || !o.Ready || o.Requests != 100 || o.Errors != 8 || o.LatencyCount != 100 {
+		t.Fatalf("%+v", o)
+	}
+}
+
+// FuzzParseMetrics: any text parses or fails cleanly; errors never exceed
+// what was summed as given.
+func FuzzParseMetrics(f *testing.F) {
+	f.Add(exposition)
+	f.Add("rampart_requests_total NaN\nrampart_requests_total +Inf 123\n")
+	f.Add(`rampart_request_errors_total{fault="gate\"way"} 1e30`)
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = ParseMetrics(strings.NewReader(s))
+	})
+}

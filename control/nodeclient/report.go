@@ -1,0 +1,98 @@
+package nodeclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/rampart-edge/rampart/control/model"
+)
+
+func (cl *Client) reportLoop(ctx context.Context) {
+	t := time.NewTicker(cl.c.ReportInterval)
+	defer t.Stop()
+	for {
+		cl.sendReport(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-cl.report:
+		}
+	}
+}
+
+// observe asks the proxy (or the Reporter) how it is doing.
+func (cl *Client) observe(ctx context.Context) (Observation, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	switch {
+	case cl.c.Reporter != nil:
+		return cl.c.Reporter(ctx)
+	case cl.c.AdminURL != "":
+		return AdminObserver(cl.c.AdminURL, nil)(ctx)
+	}
+	return Observation{}, fmt.Errorf("no proxy to observe (neither AdminURL nor Reporter)")
+}
+
+// status builds the report from an observation: error rate and latency
+// count from the moment the active version last changed, so they judge
+// that version alone.
+func (cl *Client) status(o Observation, oerr error) model.Status {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	st := &cl.st
+	if oerr != nil {
+		st.Ready = false
+		st.LastError = "observe proxy: " + oerr.Error()
+		return *st
+	}
+	switch {
+	case o.Active != st.Active: // a new version went active: count from here
+		cl.base = o
+	case o.Requests < cl.base.Requests || o.Errors < cl.base.Errors || o.LatencyCount < cl.base.LatencyCount:
+		cl.base = Observation{Active: o.Active} // the proxy restarted: its counters did too
+	}
+	st.Active, st.Ready = o.Active, o.Ready
+	st.Requests = o.Requests - cl.base.Requests
+	st.Errors = min(o.Errors-cl.base.Errors, st.Requests)
+	st.ErrorRate, st.LatencyMs = 0, 0
+	if st.Requests > 0 {
+		st.ErrorRate = float64(st.Errors) / float64(st.Requests)
+	}
+	if n := o.LatencyCount - cl.base.LatencyCount; n > 0 {
+		st.LatencyMs = (o.LatencySeconds - cl.base.LatencySeconds) / float64(n) * 1000
+		st.LatencyMs = max(st.LatencyMs, 0)
+	}
+	return *st
+}
+
+func (cl *Client) sendReport(ctx context.Context) {
+	o, err := cl.observe(ctx)
+	st := cl.status(o, err)
+	body, _ := json.Marshal(st)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, cl.c.URL+"/v1/node/status", bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+cl.c.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := cl.c.HTTPClient.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			cl.log.Debug("status report failed", "err", err)
+		}
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		cl.log.Warn("status report refused", "status", resp.Status)
+	}
+}

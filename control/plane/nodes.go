@@ -1,0 +1,85 @@
+package plane
+
+import (
+	"context"
+	"time"
+
+	"github.com/rampart-edge/rampart/control/model"
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// Offer is a snapshot for a node.
+type Offer struct {
+	Revision string
+	Version  snapshot.Version
+	File     []byte
+}
+
+// WatchSnapshot answers a node's long-poll: the snapshot its stage
+// allows when that is newer than the version the node has, at once or as
+// soon as one exists; nil when the wait ends without one (the timeout
+// the node asked for, else WatchTimeout).
+func (p *Plane) WatchSnapshot(ctx context.Context, q model.WatchQuery) (*Offer, error) {
+	timer := time.NewTimer(p.timeout(q))
+	defer timer.Stop()
+	for {
+		wake := p.hub.wait()
+		v := p.view.Load()
+		if id, ver := p.assign(v, q.Identity); id != "" && q.Version.Less(ver) {
+			f, err := p.snapshotFile(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return &Offer{Revision: id, Version: ver, File: f}, nil
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// WatchDeny answers a node's long-poll of the deny channel: the signed
+// list when its sequence is above the node's, at once or as soon as one
+// is; nil when the wait ends without one.
+func (p *Plane) WatchDeny(ctx context.Context, q model.WatchQuery) (seq uint64, file []byte, err error) {
+	timer := time.NewTimer(p.timeout(q))
+	defer timer.Stop()
+	for {
+		wake := p.hub.wait()
+		if d := p.view.Load().deny; d != nil && d.Sequence > q.Sequence && len(d.File) > 0 {
+			return d.Sequence, d.File, nil
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			return 0, nil, nil
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		}
+	}
+}
+
+func (p *Plane) timeout(q model.WatchQuery) time.Duration {
+	if q.Timeout > 0 {
+		return q.Timeout
+	}
+	return p.o.WatchTimeout
+}
+
+// Report records a node's status report (any instance may take it).
+func (p *Plane) Report(ctx context.Context, s model.Status) error {
+	if err := s.Identity.Validate(); err != nil {
+		return badRequest("%v", err)
+	}
+	if err := checkText("last_error", s.LastError, 2048); err != nil {
+		return err
+	}
+	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.LatencyMs < 0 || s.Errors > s.Requests {
+		return badRequest("error_rate must be within 0..1, latency_ms and errors not negative, errors at most requests")
+	}
+	return p.st.PutNode(ctx, &model.Node{Status: s, SeenAt: time.Now().UTC(), Instance: p.st.Leader().Instance})
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package plane_test
+
+const raceEnabled = true
