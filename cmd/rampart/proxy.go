@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,9 +30,17 @@ func cmdProxy(args []string) error {
 	unready := fs.Duration("unready-delay", 0, "how long /readyz reports unready before listeners stop accepting on SIGTERM")
 	region := fs.String("region", "", "this node's region: same-region endpoints are preferred")
 	handoffSock := fs.String("handoff-socket", "", "unix socket where the node agent fetches the listening sockets (e.g. /run/rampart/handoff.sock)")
-	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second")
+	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second (default with -control-url: <state-dir>/deny.json)")
+	node := addNodeFlags(fs)
 	_ = fs.Parse(args)
 	pub, err := snapshot.ReadPublicKey(*pubPath)
+	if err != nil {
+		return err
+	}
+	if *node.url != "" && *denyFile == "" {
+		*denyFile = filepath.Join(*state, "deny.json")
+	}
+	nc, withControl, err := node.config(pub, *region, *dir, *denyFile)
 	if err != nil {
 		return err
 	}
@@ -47,6 +56,9 @@ func cmdProxy(args []string) error {
 		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile, HandoffSocket: *handoffSock, Logger: newLogger(),
 		Started: func(p *proxy.Proxy, a net.Addr) {
 			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion)
+			if withControl {
+				startNode(ctx, nc, a.String())
+			}
 		},
 	})
 }
