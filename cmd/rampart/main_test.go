@@ -211,7 +211,7 @@ routes:
 
 // `rampart up`, as `make run` starts it: every curl it prints works.
 func TestUpQuickstart(t *testing.T) {
-	for _, a := range []string{"127.0.0.1:8443", "127.0.0.1:8080", "127.0.0.1:9081", "127.0.0.1:9082", "127.0.0.1:9901"} {
+	for _, a := range []string{"127.0.0.1:8443", "127.0.0.1:8080", "127.0.0.1:9081", "127.0.0.1:9082", "127.0.0.1:9901", "127.0.0.1:9080"} {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
 			t.Fatalf("the quickstart needs %s, which is taken: %v", a, err)

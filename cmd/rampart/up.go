@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/rampart-edge/rampart/l7/quickstart"
+	"github.com/rampart-edge/rampart/quickstart"
 )
 
 func cmdUp(args []string) error {

@@ -14,12 +14,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/certgen"
 	"github.com/rampart-edge/rampart/l7/daemon"
 	"github.com/rampart-edge/rampart/l7/proxy"
-	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -38,16 +39,20 @@ type Options struct {
 	Logger    *slog.Logger
 }
 
-// Run prepares the directory, starts the demo upstreams and serves until
-// ctx ends.
+// Run prepares the directory, starts an embedded control plane, the demo
+// upstreams and a proxy that follows the control plane, submits the demo
+// config as a revision, and serves until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	if o.AdminAddr == "" {
 		o.AdminAddr = "127.0.0.1:9901"
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	if err := os.MkdirAll(filepath.Join(o.Dir, "snapshots"), 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.Dir, err)
 	}
-	priv, pub, err := ensureKeys(o.Dir)
+	_, pub, err := ensureKeys(o.Dir)
 	if err != nil {
 		return err
 	}
@@ -55,46 +60,45 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := snapshot.ParseYAML(demoConfig)
+	cp, err := startControl(ctx, o.Dir, o.Logger)
 	if err != nil {
-		return fmt.Errorf("embedded config: %w", err)
-	}
-	for i := range cfg.Listeners {
-		if t := cfg.Listeners[i].TLS; t != nil {
-			t.Certificates[0].CertFile, t.Certificates[0].KeyFile = certFile, keyFile
-		}
-	}
-	// A fresh sequence each start, so the new snapshot is always newer than
-	// the last-known-good from an earlier run.
-	cfg.Version.Sequence = uint64(time.Now().Unix())
-	file, err := snapshot.Build(cfg, priv, time.Now())
-	if err != nil {
-		return fmt.Errorf("build demo snapshot: %w", err)
-	}
-	snapPath := filepath.Join(o.Dir, "snapshots", "demo.snap")
-	if err := snapdir.WriteFileAtomic(snapPath, file); err != nil {
 		return err
 	}
-
+	defer cp.close()
+	rendered := strings.NewReplacer("cert_file: CERT", "cert_file: "+strconv.Quote(certFile),
+		"key_file: KEY", "key_file: "+strconv.Quote(keyFile)).Replace(string(demoConfig))
+	if err := cp.submit(ctx, rendered); err != nil {
+		return err
+	}
 	ups, err := startUpstreams()
 	if err != nil {
 		return err
 	}
 	defer ups.close()
 
+	snapDir, stateDir := filepath.Join(o.Dir, "snapshots"), filepath.Join(o.Dir, "state")
+	denyFile := filepath.Join(stateDir, "deny.json")
 	return daemon.Run(ctx, daemon.Config{
-		SnapshotDir: filepath.Join(o.Dir, "snapshots"),
-		StateDir:    filepath.Join(o.Dir, "state"),
+		SnapshotDir: snapDir,
+		StateDir:    stateDir,
+		DenyFile:    denyFile,
 		PublicKey:   pub,
 		AdminAddr:   o.AdminAddr,
 		AccessLog:   o.AccessLog,
 		Logger:      o.Logger,
 		Started: func(p *proxy.Proxy, admin net.Addr) {
-			if p.Active() == nil {
-				fmt.Fprintln(o.Out, "rampart up: the demo snapshot did not activate; see the log above")
-				return
-			}
-			printHelp(o.Out, o.Dir, certFile, admin.String())
+			cp.follow(ctx, pub, snapDir, denyFile, admin.String(), o.Logger)
+			go func() {
+				deadline := time.Now().Add(15 * time.Second)
+				for p.Active() == nil || p.Active().Snap.Config.Listeners == nil {
+					if time.Now().After(deadline) || ctx.Err() != nil {
+						fmt.Fprintln(o.Out, "rampart up: the demo snapshot did not activate; see the log above")
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				printHelp(o.Out, o.Dir, certFile, admin.String())
+			}()
 		},
 	})
 }
@@ -130,8 +134,17 @@ Try:
   curl -s http://%s/status
   curl -s http://%s/metrics | grep rampart_requests_total
 
+The control plane (embedded store) is at http://127.0.0.1:9080; the admin token is in %s.
+  T="Authorization: Bearer $(cat %s)"
+  curl -s -H "$T" http://127.0.0.1:9080/v1/fleet          # this node: versions, health
+  curl -s -H "$T" http://127.0.0.1:9080/v1/revisions      # the demo config is revision r1
+  # block your own address through the fast deny channel (in force within a second), then lift it
+  curl -s -H "$T" --data-binary '[{kind: cidr, value: 127.0.0.1, ttl: 10m, reason: demo}]' http://127.0.0.1:9080/v1/deny/entries
+  curl -si http://localhost:8080/v1/users/1 | head -1
+  curl -s -H "$T" -X POST -d '{"kind":"cidr","value":"127.0.0.1/32"}' http://127.0.0.1:9080/v1/deny/expire
+
 Stop with Ctrl-C (the proxy drains in-flight requests first).
-`, dir, cert, admin, cert, cert, cert, cert, admin, admin)
+`, dir, cert, admin, cert, cert, cert, cert, admin, admin, tokenPath(dir), tokenPath(dir))
 }
 
 func ensureKeys(dir string) (ed25519.PrivateKey, ed25519.PublicKey, error) {

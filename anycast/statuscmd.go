@@ -1,0 +1,164 @@
+package anycast
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Command runs `rampart anycast <sub>`; today the only sub-command is
+// status: `rampart anycast status -addr AGENT_ADMIN [-json] [-timeout 5s]`.
+func Command(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "status" {
+		return errors.New("usage: rampart anycast status -addr AGENT_ADMIN [-json]")
+	}
+	fs := flag.NewFlagSet("anycast status", flag.ContinueOnError)
+	addr := fs.String("addr", "", "the agent's admin listener, host:port or http(s)://host:port (required)")
+	raw := fs.Bool("json", false, "print the JSON as served")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *addr == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New("usage: rampart anycast status -addr AGENT_ADMIN [-json]")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	body, err := fetch(ctx, *addr)
+	if err != nil {
+		return err
+	}
+	if *raw {
+		_, err = stdout.Write(body)
+		return err
+	}
+	var st Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("decode anycast status from %s: %w", *addr, err)
+	}
+	return WriteStatus(stdout, &st)
+}
+
+// FetchStatus gets the Status an agent serves on StatusPath at addr.
+func FetchStatus(ctx context.Context, addr string) (*Status, error) {
+	body, err := fetch(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	var st Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nil, fmt.Errorf("decode anycast status from %s: %w", addr, err)
+	}
+	return &st, nil
+}
+
+func fetch(ctx context.Context, addr string) ([]byte, error) {
+	url := addr
+	if !strings.Contains(addr, "://") {
+		url = "http://" + addr
+	}
+	url = strings.TrimSuffix(url, "/") + StatusPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("anycast status: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch anycast status: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read anycast status from %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("anycast status from %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
+
+// WriteStatus prints a Status for people.
+func WriteStatus(w io.Writer, st *Status) error {
+	ago := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return st.Time.Sub(t).Round(time.Second).String() + " ago"
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "site %d  AS %d  router id %s  min_sites %d  dry run %s", st.Site, st.LocalAS, st.RouterID, st.MinSites, st.DryRun)
+	if st.Stopping {
+		fmt.Fprint(tw, "  STOPPING")
+	}
+	fmt.Fprintf(tw, "\n\nSESSION\tAS\tSTATE\tSINCE\tRECEIVED\n")
+	for _, s := range st.Sessions {
+		state := s.State
+		if s.Admin == "down" {
+			state += " (admin down)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\n", s.Peer, s.AS, state, ago(s.Since), s.Received)
+	}
+	if len(st.Sessions) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	fmt.Fprintf(tw, "\nVIP\tSTATE\tSINCE\tWHY\n")
+	for _, v := range st.VIPs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Prefix, v.State, ago(v.Since), v.Reason)
+		if a := v.OnWire; a != nil {
+			label := "on the wire"
+			if st.DryRun != DryRunOff {
+				label = "would send (dry run)"
+			}
+			fmt.Fprintf(tw, "\t  %s: next hop %s", label, a.NextHop)
+			if len(a.ASPath) > 0 {
+				fmt.Fprintf(tw, ", prepend %v", a.ASPath)
+			}
+			if a.MED != nil {
+				fmt.Fprintf(tw, ", med %d", *a.MED)
+			}
+			if len(a.Communities) > 0 {
+				fmt.Fprintf(tw, ", communities %s", strings.Join(a.Communities, " "))
+			}
+			fmt.Fprintf(tw, ", large %s\n", strings.Join(a.LargeCommunities, " "))
+		}
+		if v.WireError != "" {
+			fmt.Fprintf(tw, "\t  wire error: %s\n", v.WireError)
+		}
+		if !v.HoldDownUntil.IsZero() {
+			fmt.Fprintf(tw, "\t  hold-down until %s (%d recent falls)\n", v.HoldDownUntil.Format(time.RFC3339), v.RecentFalls)
+		}
+		var others []string
+		for _, o := range v.Guard.Others {
+			others = append(others, fmt.Sprintf("%d:%s", o.Site, o.State))
+		}
+		fmt.Fprintf(tw, "\t  guard: active %v, other sites [%s]", v.Guard.Active, strings.Join(others, " "))
+		if v.Guard.Last != "" {
+			fmt.Fprintf(tw, ", last verdict: %s", v.Guard.Last)
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintf(tw, "\nINPUT\tKIND\tSTATE\tLAST SAMPLE\tIN A ROW\tRISE/FALL\tDETAIL\n")
+	for _, in := range st.Inputs {
+		state, last, run := "down", "bad", fmt.Sprintf("%d bad", in.Bad)
+		if in.Up {
+			state = "up"
+		}
+		if in.LastOK {
+			last, run = "good", fmt.Sprintf("%d good", in.Good)
+		}
+		kind := in.Kind
+		if in.Global {
+			kind += " (global)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", in.Name, kind, state, last, run, in.Rise, in.Fall, in.Detail)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,10 @@
+package main
+
+import (
+	"os"
+
+	"github.com/rampart-edge/rampart/anycast"
+)
+
+// cmdAnycast is `rampart anycast status -addr AGENT_ADMIN [-json]`.
+func cmdAnycast(args []string) error { return anycast.Command(args, os.Stdout) }
