@@ -4,7 +4,7 @@ BIN     ?= bin/rampart
 PKGS    ?= ./...
 FUZZTIME ?= 10s
 
-.PHONY: run build test deps vet fuzz bench perf clean
+.PHONY: run build test deps vet fuzz bench perf gen-bpf clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/rampart
@@ -37,6 +37,11 @@ bench:
 perf: build
 	hack/deps.sh perf
 	perf/compare.sh
+
+## gen-bpf: recompile bpf/rampart.c and its Go bindings (needs clang; objects are committed)
+gen-bpf:
+	hack/deps.sh gen
+	hack/gen-bpf.sh
 
 clean:
 	rm -rf bin

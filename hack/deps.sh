@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what rampart's tests and perf lab need, if missing. Debian 12.
-# Usage: hack/deps.sh [test|perf|all]   (default: test)
+# Usage: hack/deps.sh [test|perf|gen|all]   (default: test; gen: what hack/gen-bpf.sh needs)
 set -euo pipefail
 what=${1:-test}
 
@@ -27,7 +27,12 @@ case "$what" in
     want h2load nghttp2-client
     ;;
   test) ;;
-  *) echo "usage: $0 [test|perf|all]" >&2; exit 2 ;;
+  gen)
+    want clang clang
+    want llvm-strip llvm
+    [ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+    ;;
+  *) echo "usage: $0 [test|perf|gen|all]" >&2; exit 2 ;;
 esac
 
 if ((${#need[@]})); then

@@ -1,0 +1,596 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+// rampart's L4 programs: the XDP filter, sk_lookup steering and the sockops
+// connection counter. See README.md for the verdict order and the maps.
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define NS 1000000000ULL
+#define NO_SOCKET 0xffffffffU
+#define DENY_MAX (4U << 20)
+#define VLAN_MAX 2 /* 802.1Q / 802.1ad tags parsed */
+#define EXTHDR_MAX 2 /* IPv6 extension headers walked */
+#define WAYS 4 /* per-source table: 4-way set-associative */
+#define VIP_BITS 10
+#define VIP_BUCKETS (1 << VIP_BITS) /* per half of the double-buffered VIP tables */
+#define VIP_SLOTS 4
+#define DCACHE_BITS 16 /* denied-source cache: 1 << 16 entries */
+#define HASH_MUL 0x9E3779B97F4A7C15ULL
+
+#define F_MALFORMED_VIP_PASS 1
+#define F_MALFORMED_OTHER_DROP 2
+
+enum reason {
+	R_PASS_NOT_VIP, R_PASS, R_DROP_DENY, R_DROP_PPS, R_DROP_SYN,
+	R_DROP_CONN_CAP, R_DROP_NEW_SOURCE, R_PASS_MALFORMED, R_DROP_MALFORMED,
+	R_PASS_NO_STATE, R_STEERED, R_STEER_NO_SOCKET, R_CONNTRACK_FULL, R_MAX,
+};
+
+struct vip4_key { __u32 addr; __be16 port; __u8 proto; __u8 pad; };
+struct vip6_key { __u32 addr[4]; __be16 port; __u8 proto; __u8 pad; };
+struct lpm4_key { __u32 prefixlen; __u32 addr; };
+struct lpm6_key { __u32 prefixlen; __u32 addr[4]; };
+
+/* Written only by the agent, as a whole. */
+struct ctl { __u32 cfg_idx, deny_gen, deny4_n, deny6_n, vip_idx, pad; };
+
+/* XDP's VIP tables: hashed buckets of exact entries, two halves (vip_idx
+ * picks the live one). A v4 slot is addr | port << 32 | proto << 48 | 1 << 56.
+ * overflow: the bucket did not hold all its VIPs; look in rt_vip4/6. */
+struct vipt4 { __u64 slot[VIP_SLOTS]; __u32 overflow, pad; };
+struct vip6_slot { __u32 addr[4]; __u32 pp; /* port | proto << 16 | 1 << 24 */ };
+struct vipt6 { struct vip6_slot slot[VIP_SLOTS]; __u32 overflow, pad; };
+
+/* Bursts are in nanotokens (tokens * NS); fill = ns to refill from empty. */
+struct cfg {
+	__u64 pps_rate, pps_burst, pps_fill;
+	__u64 syn_rate, syn_burst, syn_fill;
+	__u64 new_rate, new_burst, new_fill;
+	__u32 max_conns, gen, flags, pad;
+};
+
+struct bucket { __u64 tokens, ts; };
+/* One source; key 0 is a free slot. seen: last packet (ns). */
+struct src_entry { __u64 key; struct bucket pps, syn; __u64 seen; __u32 gen, deny_gen, denied, pad; };
+struct src_set { struct src_entry e[WAYS]; };
+struct dcache { __u64 key; __u32 deny_gen, pad; };
+struct newsrc { struct bucket b; __u32 gen, pad; };
+
+#define PINNED __uint(pinning, LIBBPF_PIN_BY_NAME)
+
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32);
+	 __type(value, struct ctl); PINNED; } rt_ctl SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2); __type(key, __u32);
+	 __type(value, struct cfg); PINNED; } rt_cfg SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32);
+	 __type(value, __u64); PINNED; } rt_clock SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4096); __type(key, struct vip4_key);
+	 __type(value, __u32); PINNED; } rt_vip4 SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4096); __type(key, struct vip6_key);
+	 __type(value, __u32); PINNED; } rt_vip6 SEC(".maps");
+
+struct deny4_trie { __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, DENY_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct lpm4_key)); __uint(value_size, 1); };
+struct deny6_trie { __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, DENY_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct lpm6_key)); __uint(value_size, 1); };
+struct { __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); __uint(max_entries, 1); __type(key, __u32);
+	 PINNED; __array(values, struct deny4_trie); } rt_deny4 SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); __uint(max_entries, 1); __type(key, __u32);
+	 PINNED; __array(values, struct deny6_trie); } rt_deny6 SEC(".maps");
+
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * VIP_BUCKETS); __type(key, __u32);
+	 __type(value, struct vipt4); PINNED; } rt_vipt4 SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * VIP_BUCKETS); __type(key, __u32);
+	 __type(value, struct vipt6); PINNED; } rt_vipt6 SEC(".maps");
+/* Per source (IPv4 /32, IPv6 /64), sets of WAYS; max_entries set at load. */
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1 << 18); __type(key, __u32);
+	 __type(value, struct src_set); PINNED; } rt_srcs SEC(".maps");
+/* Sources without state found denied, so a denied source's next packets
+ * skip the trie without taking per-source slots. */
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1 << DCACHE_BITS); __type(key, __u32);
+	 __type(value, struct dcache); PINNED; } rt_dcache SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32);
+	 __type(value, struct newsrc); PINNED; } rt_newsrc SEC(".maps");
+/* Established TCP connections to VIPs per source, kept by rampart_sockops. */
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 1 << 18); __type(key, __u64);
+	 __type(value, __u32); PINNED; } rt_conns SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_SOCKMAP); __uint(max_entries, 64); __type(key, __u32);
+	 __type(value, __u64); PINNED; } rt_socks SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, R_MAX); __type(key, __u32);
+	 __type(value, __u64); PINNED; } rt_counters SEC(".maps");
+
+/* Load-time constants. rt_test_clock: read the time from rt_clock (tests)
+ * instead of jiffies; the verifier prunes the unused branch. rt_jiffy_ns: the
+ * tick (CLOCK_MONOTONIC_COARSE's resolution). rt_src_shift: 64 - log2(rt_srcs sets). */
+volatile const __u8 rt_test_clock = 0;
+volatile const __u64 rt_jiffy_ns = 4000000;
+volatile const __u32 rt_src_shift = 64 - 18;
+
+/* Multiplicative hash; take the top bits: (mix(x) >> (64 - bits)). */
+static __always_inline __u64 mix(__u64 x)
+{
+	return (x ^ (x >> 32)) * HASH_MUL;
+}
+
+static __always_inline int done(__u32 r, int action)
+{
+	__u64 *c = bpf_map_lookup_elem(&rt_counters, &r);
+	if (c)
+		*c += 1;
+	return action;
+}
+
+static __always_inline __u64 now_ns(void)
+{
+	if (rt_test_clock) {
+		__u32 z = 0;
+		__u64 *t = bpf_map_lookup_elem(&rt_clock, &z);
+		return t ? *t : 0;
+	}
+	return bpf_jiffies64() * rt_jiffy_ns; /* bpf_ktime_get_coarse_ns costs ~20 ns more */
+}
+
+static __always_inline struct ctl *get_ctl(void)
+{
+	__u32 z = 0;
+	return bpf_map_lookup_elem(&rt_ctl, &z);
+}
+
+static __always_inline struct cfg *get_cfg(struct ctl *ctl)
+{
+	__u32 i = ctl->cfg_idx & 1;
+	return bpf_map_lookup_elem(&rt_cfg, &i);
+}
+
+/* Malformed or truncated frame: vip says whether its destination address is
+ * known to be a VIP address. */
+static __always_inline int malformed(int vip)
+{
+	struct ctl *ctl = get_ctl();
+	struct cfg *c = ctl ? get_cfg(ctl) : 0;
+	__u32 f = c ? c->flags : 0;
+	int drop = vip ? !(f & F_MALFORMED_VIP_PASS) : !!(f & F_MALFORMED_OTHER_DROP);
+	return drop ? done(R_DROP_MALFORMED, XDP_DROP) : done(R_PASS_MALFORMED, XDP_PASS);
+}
+
+static __always_inline int vip4_addr(__u32 addr)
+{
+	struct vip4_key k = { .addr = addr };
+	return bpf_map_lookup_elem(&rt_vip4, &k) != 0;
+}
+
+static __always_inline int vip6_addr(struct in6_addr *a)
+{
+	struct vip6_key k = {};
+	__builtin_memcpy(k.addr, a, 16);
+	return bpf_map_lookup_elem(&rt_vip6, &k) != 0;
+}
+
+/* Token bucket with nanotoken arithmetic: exact for any rate and clock step. */
+static __always_inline int take(struct bucket *b, __u64 now, __u64 rate, __u64 burst, __u64 fill)
+{
+	__u64 el = now - b->ts, t;
+	if ((__s64)el < 0)
+		el = 0;
+	if (el >= fill) {
+		t = burst;
+	} else {
+		t = b->tokens + el * rate;
+		if (t > burst)
+			t = burst;
+	}
+	b->ts = now;
+	if (t < NS) {
+		b->tokens = t;
+		return 0;
+	}
+	b->tokens = t - NS;
+	return 1;
+}
+
+static __always_inline void reset(struct src_entry *s, struct cfg *c, __u64 now)
+{
+	s->pps.tokens = c->pps_burst;
+	s->pps.ts = now;
+	s->syn.tokens = c->syn_burst;
+	s->syn.ts = now;
+	s->gen = c->gen;
+}
+
+/* Deny tries hold value DENY for a denied prefix. The IPv6 trie also holds
+ * SPLIT at each /64 that contains longer prefixes but is not denied as a
+ * whole, so a lookup with a /64 key gives a verdict for the whole /64
+ * (cacheable per source) or says SPLIT: look up the full address each time. */
+#define DENY 1
+#define SPLIT 2
+
+static __always_inline int deny_lookup(void *lpm, int v6)
+{
+	__u32 z = 0;
+	void *trie = bpf_map_lookup_elem(v6 ? (void *)&rt_deny6 : (void *)&rt_deny4, &z);
+	if (!trie)
+		return 0;
+	__u8 *v = bpf_map_lookup_elem(trie, lpm);
+	return v ? *v : 0;
+}
+
+static __always_inline int deny_exact6(struct lpm6_key *lk)
+{
+	lk->prefixlen = 128;
+	return deny_lookup(lk, 1) == DENY;
+}
+
+/* Steps 3-5 for a packet to a VIP:port: deny, per-source buckets, conn cap. */
+static __always_inline int limit(struct ctl *ctl, __u64 key, void *lpm, int v6, int syn)
+{
+	__u64 h = mix(key);
+	__u32 ci = ctl->cfg_idx & 1, si = h >> rt_src_shift;
+	struct cfg *c = bpf_map_lookup_elem(&rt_cfg, &ci);
+	struct src_set *set = bpf_map_lookup_elem(&rt_srcs, &si);
+	if (!c || !set)
+		return done(R_PASS_NO_STATE, XDP_PASS);
+	__u64 now = now_ns();
+	__u32 dgen = ctl->deny_gen;
+	struct src_entry *st = 0;
+#pragma unroll
+	for (int w = 0; w < WAYS; w++) {
+		if (set->e[w].key == key) {
+			st = &set->e[w];
+			break;
+		}
+	}
+
+	int deny;
+	if (st) {
+		if (st->deny_gen != dgen) {
+			st->denied = deny_lookup(lpm, v6);
+			asm volatile("" ::: "memory"); /* the verdict before its generation */
+			st->deny_gen = dgen;
+		}
+		deny = st->denied;
+		if (v6 && deny == SPLIT)
+			deny = deny_exact6(lpm);
+		if (deny)
+			return done(R_DROP_DENY, XDP_DROP);
+		if (st->gen != c->gen)
+			reset(st, c, now);
+	} else {
+		__u32 di = h >> (64 - DCACHE_BITS);
+		struct dcache *d = bpf_map_lookup_elem(&rt_dcache, &di);
+		if (d && d->key == key && d->deny_gen == dgen)
+			return done(R_DROP_DENY, XDP_DROP);
+		deny = deny_lookup(lpm, v6);
+		if (deny == DENY) {
+			if (d) {
+				d->deny_gen = dgen;
+				d->key = key;
+			}
+			return done(R_DROP_DENY, XDP_DROP);
+		}
+		if (v6 && deny == SPLIT && deny_exact6(lpm))
+			return done(R_DROP_DENY, XDP_DROP);
+		if (c->new_rate) {
+			__u32 z = 0;
+			struct newsrc *ns = bpf_map_lookup_elem(&rt_newsrc, &z);
+			if (ns) {
+				if (ns->gen != c->gen) {
+					ns->b.tokens = c->new_burst;
+					ns->b.ts = now;
+					ns->gen = c->gen;
+				}
+				if (!take(&ns->b, now, c->new_rate, c->new_burst, c->new_fill))
+					return done(R_DROP_NEW_SOURCE, XDP_DROP);
+			}
+		}
+		/* Take a free way, else the one seen longest ago. */
+		st = &set->e[0];
+#pragma unroll
+		for (int w = 1; w < WAYS; w++) {
+			if (st->key && (!set->e[w].key || set->e[w].seen < st->seen))
+				st = &set->e[w];
+		}
+		reset(st, c, now);
+		st->deny_gen = dgen;
+		st->denied = deny;
+		asm volatile("" ::: "memory"); /* the key goes in last */
+		st->key = key;
+	}
+	st->seen = now;
+
+	__u32 r = R_PASS;
+	if (c->pps_rate && !take(&st->pps, now, c->pps_rate, c->pps_burst, c->pps_fill)) {
+		r = R_DROP_PPS;
+	} else if (syn) {
+		if (c->syn_rate && !take(&st->syn, now, c->syn_rate, c->syn_burst, c->syn_fill)) {
+			r = R_DROP_SYN;
+		} else if (c->max_conns) {
+			__u32 *n = bpf_map_lookup_elem(&rt_conns, &key);
+			if (n && *n >= c->max_conns)
+				r = R_DROP_CONN_CAP;
+		}
+	}
+	return done(r, r == R_PASS ? XDP_PASS : XDP_DROP);
+}
+
+static __always_inline int vip4_match(struct ctl *ctl, __u32 addr, __be16 port, __u8 proto)
+{
+	__u64 k = addr | (__u64)port << 32 | (__u64)proto << 48 | 1ULL << 56;
+	__u32 i = (ctl->vip_idx & 1) * VIP_BUCKETS + (__u32)(mix(k) >> (64 - VIP_BITS));
+	struct vipt4 *b = bpf_map_lookup_elem(&rt_vipt4, &i);
+	if (!b)
+		return 0;
+	if (b->slot[0] == k || b->slot[1] == k || b->slot[2] == k || b->slot[3] == k)
+		return 1;
+	struct vip4_key vk = { .addr = addr, .port = port, .proto = proto };
+	return b->overflow && bpf_map_lookup_elem(&rt_vip4, &vk);
+}
+
+static __always_inline int vip6_match(struct ctl *ctl, struct in6_addr *a, __be16 port, __u8 proto)
+{
+	__u32 a0 = a->in6_u.u6_addr32[0], a1 = a->in6_u.u6_addr32[1];
+	__u32 a2 = a->in6_u.u6_addr32[2], a3 = a->in6_u.u6_addr32[3];
+	__u32 pp = port | (__u32)proto << 16 | 1U << 24;
+	__u64 k = (a0 ^ a1 ^ a2 ^ a3) | (__u64)pp << 32;
+	__u32 i = (ctl->vip_idx & 1) * VIP_BUCKETS + (__u32)(mix(k) >> (64 - VIP_BITS));
+	struct vipt6 *b = bpf_map_lookup_elem(&rt_vipt6, &i);
+	if (!b)
+		return 0;
+#pragma unroll
+	for (int s = 0; s < VIP_SLOTS; s++) {
+		struct vip6_slot *e = &b->slot[s];
+		if (e->pp == pp && e->addr[0] == a0 && e->addr[1] == a1 && e->addr[2] == a2 && e->addr[3] == a3)
+			return 1;
+	}
+	struct vip6_key vk = { .port = port, .proto = proto };
+	__builtin_memcpy(vk.addr, a, 16);
+	return b->overflow && bpf_map_lookup_elem(&rt_vip6, &vk);
+}
+
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
+
+/* Parses L4 at l4 (bounded by end). Returns 0 and fills port/syn, 1 if it
+ * is not TCP/UDP, -1 if malformed. */
+static __always_inline int l4(void *l4, void *end, __u8 proto, __be16 *port, int *syn)
+{
+	if (proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+		if ((void *)(th + 1) > end || th->doff < 5 || l4 + th->doff * 4 > end)
+			return -1;
+		__u8 f = ((__u8 *)th)[13];
+		if ((f & TCP_SYN) && (f & (TCP_FIN | TCP_RST)))
+			return -1;
+		*syn = (f & (TCP_SYN | TCP_ACK)) == TCP_SYN;
+		*port = th->dest;
+		return 0;
+	}
+	if (proto == IPPROTO_UDP) {
+		struct udphdr *uh = l4;
+		if ((void *)(uh + 1) > end || bpf_ntohs(uh->len) < sizeof(*uh))
+			return -1;
+		*port = uh->dest;
+		return 0;
+	}
+	return 1;
+}
+
+static __always_inline int do_v4(struct iphdr *ip, void *end)
+{
+	if ((void *)(ip + 1) > end)
+		return malformed(0);
+	__u32 hl = ip->ihl * 4, tot = bpf_ntohs(ip->tot_len);
+	if (ip->version != 4 || hl < sizeof(*ip) || (void *)ip + hl > end || tot < hl ||
+	    (void *)ip + tot > end)
+		return malformed(vip4_addr(ip->daddr));
+	if (ip->frag_off & bpf_htons(0x3fff)) /* MF or offset: no usable L4 */
+		return vip4_addr(ip->daddr) ? malformed(1) : done(R_PASS_NOT_VIP, XDP_PASS);
+	__be16 port = 0;
+	int syn = 0, rc = l4((void *)ip + hl, end, ip->protocol, &port, &syn);
+	if (rc > 0)
+		return done(R_PASS_NOT_VIP, XDP_PASS);
+	if (rc < 0)
+		return malformed(vip4_addr(ip->daddr));
+	struct ctl *ctl = get_ctl();
+	if (!ctl || !vip4_match(ctl, ip->daddr, port, ip->protocol))
+		return done(R_PASS_NOT_VIP, XDP_PASS);
+	struct lpm4_key lk = { .prefixlen = 32, .addr = ip->saddr };
+	return limit(ctl, 0xffULL | ((__u64)ip->saddr << 32), &lk, 0, syn);
+}
+
+static __always_inline int ext_hdr(__u8 nh)
+{
+	return nh == IPPROTO_HOPOPTS || nh == IPPROTO_ROUTING || nh == IPPROTO_DSTOPTS;
+}
+
+static __always_inline int do_v6(struct ipv6hdr *ip6, void *end)
+{
+	if ((void *)(ip6 + 1) > end)
+		return malformed(0);
+	void *p = ip6 + 1;
+	if (ip6->version != 6 || p + bpf_ntohs(ip6->payload_len) > end)
+		return malformed(vip6_addr(&ip6->daddr));
+	__u8 nh = ip6->nexthdr;
+#pragma unroll
+	for (int i = 0; i < EXTHDR_MAX; i++) {
+		if (!ext_hdr(nh))
+			break;
+		struct ipv6_opt_hdr *o = p;
+		if ((void *)(o + 1) > end)
+			return malformed(vip6_addr(&ip6->daddr));
+		nh = o->nexthdr;
+		p += (o->hdrlen + 1) * 8;
+	}
+	if (nh == IPPROTO_FRAGMENT)
+		return vip6_addr(&ip6->daddr) ? malformed(1) : done(R_PASS_NOT_VIP, XDP_PASS);
+	if (ext_hdr(nh)) /* more extension headers than EXTHDR_MAX */
+		return malformed(vip6_addr(&ip6->daddr));
+	__be16 port = 0;
+	int syn = 0, rc = l4(p, end, nh, &port, &syn);
+	if (rc > 0)
+		return done(R_PASS_NOT_VIP, XDP_PASS);
+	if (rc < 0)
+		return malformed(vip6_addr(&ip6->daddr));
+	struct ctl *ctl = get_ctl();
+	if (!ctl || !vip6_match(ctl, &ip6->daddr, port, nh))
+		return done(R_PASS_NOT_VIP, XDP_PASS);
+	__u32 s0 = ip6->saddr.in6_u.u6_addr32[0], s1 = ip6->saddr.in6_u.u6_addr32[1];
+	/* Multicast (ff00::/8) or ::/64 sources are never valid on the wire; they
+	 * would also collide with IPv4 keys or the free-slot key 0. */
+	if ((s0 & 0xff) == 0xff || (s0 | s1) == 0)
+		return malformed(1);
+	struct lpm6_key lk = { .prefixlen = 64 }; /* deny_exact6 widens it to 128 */
+	__builtin_memcpy(lk.addr, &ip6->saddr, 16);
+	return limit(ctl, (__u64)s0 | ((__u64)s1 << 32), &lk, 1, syn);
+}
+
+struct vlan_hdr { __be16 tci; __be16 proto; };
+
+SEC("xdp")
+int rampart_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end)
+		return malformed(0);
+	void *p = eth + 1;
+	__be16 proto = eth->h_proto;
+#pragma unroll
+	for (int i = 0; i < VLAN_MAX; i++) {
+		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+			break;
+		struct vlan_hdr *v = p;
+		if ((void *)(v + 1) > end)
+			return malformed(0);
+		proto = v->proto;
+		p = v + 1;
+	}
+	if (proto == bpf_htons(ETH_P_IP))
+		return do_v4(p, end);
+	if (proto == bpf_htons(ETH_P_IPV6))
+		return do_v6(p, end);
+	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD))
+		return malformed(0); /* more tags than VLAN_MAX */
+	return done(R_PASS_NOT_VIP, XDP_PASS);
+}
+
+/* Steers new TCP connections and UDP datagrams for a VIP:port to the
+ * registered proxy socket; anything else takes the kernel's usual lookup. */
+SEC("sk_lookup")
+int rampart_sk_lookup(struct bpf_sk_lookup *ctx)
+{
+	__u32 *idx = 0;
+	__be16 port = bpf_htons(ctx->local_port);
+	if (ctx->family == 2 /* AF_INET */) {
+		struct vip4_key k = { .addr = ctx->local_ip4, .port = port, .proto = ctx->protocol };
+		idx = bpf_map_lookup_elem(&rt_vip4, &k);
+	} else if (ctx->family == 10 /* AF_INET6 */) {
+		struct vip6_key k = { .port = port, .proto = ctx->protocol };
+		k.addr[0] = ctx->local_ip6[0];
+		k.addr[1] = ctx->local_ip6[1];
+		k.addr[2] = ctx->local_ip6[2];
+		k.addr[3] = ctx->local_ip6[3];
+		idx = bpf_map_lookup_elem(&rt_vip6, &k);
+	}
+	if (!idx || *idx == NO_SOCKET)
+		return SK_PASS;
+	struct bpf_sock *sk = bpf_map_lookup_elem(&rt_socks, idx);
+	if (!sk) {
+		done(R_STEER_NO_SOCKET, 0);
+		return SK_PASS;
+	}
+	long err = bpf_sk_assign(ctx, sk, 0);
+	bpf_sk_release(sk);
+	done(err ? R_STEER_NO_SOCKET : R_STEERED, 0);
+	return SK_PASS;
+}
+
+/* barrier_var keeps clang from merging the two ctx loads into one load
+ * through a computed pointer, which the verifier rejects. */
+static __always_inline __u64 ops_src(struct bpf_sock_ops *ops)
+{
+	__u32 lo, hi;
+	if (ops->family == 2) {
+		lo = 0xff;
+		hi = ops->remote_ip4;
+		barrier_var(hi);
+	} else {
+		lo = ops->remote_ip6[0];
+		hi = ops->remote_ip6[1];
+		barrier_var(hi);
+	}
+	return (__u64)lo | ((__u64)hi << 32);
+}
+
+static __always_inline int ops_vip(struct bpf_sock_ops *ops)
+{
+	__be16 port = bpf_htons(ops->local_port);
+	if (ops->family == 2) {
+		struct vip4_key k = { .addr = ops->local_ip4, .port = port, .proto = IPPROTO_TCP };
+		return bpf_map_lookup_elem(&rt_vip4, &k) != 0;
+	}
+	struct vip6_key k = { .port = port, .proto = IPPROTO_TCP };
+	k.addr[0] = ops->local_ip6[0];
+	k.addr[1] = ops->local_ip6[1];
+	k.addr[2] = ops->local_ip6[2];
+	k.addr[3] = ops->local_ip6[3];
+	return bpf_map_lookup_elem(&rt_vip6, &k) != 0;
+}
+
+/* Counts established TCP connections to VIPs per source: +1 when a passive
+ * connection is established, -1 when that socket reaches TCP_CLOSE. */
+SEC("sockops")
+int rampart_sockops(struct bpf_sock_ops *ops)
+{
+	__u64 key;
+	__u32 *n;
+	if (ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+		if ((ops->family != 2 && ops->family != 10) || !ops_vip(ops))
+			return 1;
+		key = ops_src(ops);
+		n = bpf_map_lookup_elem(&rt_conns, &key);
+		if (n) {
+			__sync_fetch_and_add(n, 1);
+		} else {
+			__u32 one = 1;
+			if (bpf_map_update_elem(&rt_conns, &key, &one, BPF_NOEXIST)) {
+				n = bpf_map_lookup_elem(&rt_conns, &key);
+				if (!n) {
+					done(R_CONNTRACK_FULL, 0);
+					return 1;
+				}
+				__sync_fetch_and_add(n, 1);
+			}
+		}
+		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
+	} else if (ops->op == BPF_SOCK_OPS_STATE_CB && ops->args[1] == BPF_TCP_CLOSE &&
+		   ops->args[0] != BPF_TCP_CLOSE) {
+		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_STATE_CB_FLAG);
+		key = ops_src(ops);
+		n = bpf_map_lookup_elem(&rt_conns, &key);
+		if (!n)
+			return 1;
+		__u32 old = *n;
+		for (int i = 0; i < 4 && old > 0; i++) {
+			__u32 prev = __sync_val_compare_and_swap(n, old, old - 1);
+			if (prev == old) {
+				if (old == 1)
+					bpf_map_delete_elem(&rt_conns, &key);
+				break;
+			}
+			old = prev;
+		}
+	}
+	return 1;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
