@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
+
+	"github.com/rampart-edge/rampart/l7/snapdir"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -15,16 +19,90 @@ import (
 // VIPs puts service addresses on a dummy interface (created when missing), so the kernel treats
 // them as local and sk_lookup can steer their traffic to the proxy. It
 // removes only what it added: addresses an operator put there by hand stay.
+// With StateFile set, what it added is remembered across restarts, so an
+// agent stopped with its VIPs kept (or `rampart agent teardown`) still knows
+// which addresses and which interface are its own.
 type VIPs struct {
 	Iface string // default "rampart0"
 	// Kind is the link type the agent created ("dummy", or "ifb"/"bridge"
 	// on a kernel without dummy devices); empty when the interface existed.
-	Kind string
+	Kind      string
+	StateFile string // where added addresses are remembered ("" : nowhere)
 
 	mu      sync.Mutex
+	loaded  bool
 	created bool                  // the agent created the interface
 	added   map[netip.Prefix]bool // addresses the agent added
 	handle  *netlink.Handle
+}
+
+type vipState struct {
+	Iface   string         `json:"iface"`
+	Kind    string         `json:"kind,omitempty"`
+	Created bool           `json:"created"`
+	Added   []netip.Prefix `json:"added"`
+}
+
+// load reads StateFile once; callers hold mu. A state of another interface
+// is ignored.
+func (v *VIPs) load() {
+	if v.loaded {
+		return
+	}
+	v.loaded = true
+	if v.added == nil {
+		v.added = map[netip.Prefix]bool{}
+	}
+	if v.StateFile == "" {
+		return
+	}
+	data, err := os.ReadFile(v.StateFile)
+	var st vipState
+	if err != nil || json.Unmarshal(data, &st) != nil || st.Iface != v.name() {
+		return
+	}
+	for _, p := range st.Added {
+		v.added[p] = true
+	}
+	if st.Created {
+		v.created, v.Kind = true, st.Kind
+	}
+}
+
+// save writes StateFile; callers hold mu.
+func (v *VIPs) save() error {
+	if v.StateFile == "" {
+		return nil
+	}
+	st := vipState{Iface: v.name(), Kind: v.Kind, Created: v.created, Added: v.addedList()}
+	data, _ := json.Marshal(st)
+	if err := snapdir.WriteFileAtomic(v.StateFile, data); err != nil {
+		return fmt.Errorf("remember VIPs: %w", err)
+	}
+	return nil
+}
+
+func (v *VIPs) addedList() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(v.added))
+	for p := range v.added {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return out
+}
+
+func (v *VIPs) kind() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.Kind
+}
+
+// Added lists the addresses the agent put on the interface.
+func (v *VIPs) Added() []netip.Prefix {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.load()
+	return v.addedList()
 }
 
 func (v *VIPs) name() string {
@@ -34,7 +112,9 @@ func (v *VIPs) name() string {
 	return v.Iface
 }
 
-func (v *VIPs) link() (netlink.Link, error) {
+// link finds the interface, creating it when create is set; without create a
+// missing interface is (nil, nil).
+func (v *VIPs) link(create bool) (netlink.Link, error) {
 	if v.handle == nil {
 		h, err := netlink.NewHandle()
 		if err != nil {
@@ -49,6 +129,9 @@ func (v *VIPs) link() (netlink.Link, error) {
 	var nf netlink.LinkNotFoundError
 	if !errors.As(err, &nf) {
 		return nil, fmt.Errorf("find %s: %w", v.name(), err)
+	}
+	if !create {
+		return nil, nil
 	}
 	// A dummy device when the kernel has one; a kernel built without
 	// CONFIG_DUMMY gets an ifb device, which behaves the same for local
@@ -68,6 +151,7 @@ func (v *VIPs) link() (netlink.Link, error) {
 		return nil, fmt.Errorf("create interface %s (dummy, ifb or bridge): %w", v.name(), lastErr)
 	}
 	v.created = true
+	_ = v.save() // best effort now; every Sync saves again
 	// IPv6 addresses are dropped when the device goes down unless
 	// keep_addr_on_down is set; set it before the device carries any.
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+v.name()+"/keep_addr_on_down", []byte("1"), 0o644)
@@ -87,12 +171,13 @@ func (v *VIPs) link() (netlink.Link, error) {
 func (v *VIPs) Sync(want []netip.Addr) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.added == nil {
-		v.added = map[netip.Prefix]bool{}
-	}
-	l, err := v.link()
+	v.load()
+	l, err := v.link(len(want) > 0)
 	if err != nil {
 		return err
+	}
+	if l == nil { // nothing wanted and no interface here: nothing to remove
+		return nil // (the state is kept: this may be another network namespace)
 	}
 	have := map[netip.Prefix]bool{}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
@@ -135,6 +220,7 @@ func (v *VIPs) Sync(want []netip.Addr) error {
 		}
 		delete(v.added, p)
 	}
+	errs = append(errs, v.save())
 	return errors.Join(errs...)
 }
 
@@ -146,13 +232,16 @@ func (v *VIPs) Close() error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.created {
+	if v.created && v.handle != nil {
 		if l, err := v.handle.LinkByName(v.name()); err == nil {
 			if err := v.handle.LinkDel(l); err != nil {
 				return fmt.Errorf("delete %s: %w", v.name(), err)
 			}
+			v.created = false
+			if err := v.save(); err != nil {
+				return err
+			}
 		}
-		v.created = false
 	}
 	if v.handle != nil {
 		v.handle.Close()
@@ -175,4 +264,15 @@ func netipPrefix(n *net.IPNet) (netip.Prefix, bool) {
 	}
 	ones, _ := n.Mask.Size()
 	return netip.PrefixFrom(a.Unmap(), ones), true
+}
+
+// Release closes the netlink handle and leaves every address in place, for
+// a quick restart: the next agent finds what it owns in StateFile.
+func (v *VIPs) Release() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.handle != nil {
+		v.handle.Close()
+		v.handle = nil
+	}
 }

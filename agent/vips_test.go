@@ -3,6 +3,7 @@ package agent
 import (
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -125,6 +126,42 @@ func TestVIPsOnExistingInterfaceStays(t *testing.T) {
 		}
 		if got := addrsOf(t, "ops0"); len(got) != 0 {
 			t.Fatalf("left behind: %v", got)
+		}
+	})
+}
+
+func TestVIPsRememberedAcrossRestarts(t *testing.T) {
+	inNetns(t, func() {
+		state := filepath.Join(t.TempDir(), "vips.json")
+		a4, b4 := netip.MustParseAddr("203.0.113.10"), netip.MustParseAddr("203.0.113.11")
+		first := &VIPs{Iface: "rvip1", StateFile: state}
+		if err := first.Sync([]netip.Addr{a4, b4}); err != nil {
+			t.Fatal(err)
+		}
+		first.Release() // -keep-vips: the addresses stay
+		if got := addrsOf(t, "rvip1"); len(got) != 2 {
+			t.Fatalf("after release: %v", got)
+		}
+		// The next agent knows what the first one added and created.
+		second := &VIPs{Iface: "rvip1", StateFile: state}
+		if err := second.Sync([]netip.Addr{a4}); err != nil {
+			t.Fatal(err)
+		}
+		if got := addrsOf(t, "rvip1"); len(got) != 1 || !got[netip.MustParsePrefix("203.0.113.10/32")] {
+			t.Fatalf("a VIP the first agent added was not removed: %v", got)
+		}
+		second.Release()
+		// Teardown from another namespace finds no interface and forgets nothing.
+		var other error
+		inNetns(t, func() { other = (&VIPs{Iface: "rvip1", StateFile: state}).Close() })
+		if other != nil {
+			t.Fatal(other)
+		}
+		if err := (&VIPs{Iface: "rvip1", StateFile: state}).Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nl(t).LinkByName("rvip1"); err == nil {
+			t.Fatal("the interface the first agent created survived the teardown")
 		}
 	})
 }

@@ -104,6 +104,9 @@ func (a *Announcer) Start(ctx context.Context) error {
 	if f.DryRun != DryRunNoBGP {
 		sp, err := startSpeaker(ctx, f, a.log, a.poke)
 		if err != nil {
+			a.mu.Lock()
+			a.started = false // Stop must not wait for a loop that never ran
+			a.mu.Unlock()
 			return err
 		}
 		a.mu.Lock()

@@ -17,6 +17,7 @@ Usage:
   rampart snapshot verify     check a snapshot file; print its version and digest
   rampart deny build          sign a YAML list of revocations into a deny file
   rampart deny verify         check a deny file; print its sequence, digest and counts
+  rampart agent     [flags]   node agent: XDP, sk_lookup steering, VIPs, anycast (rampart agent teardown: detach everything)
   rampart anycast status -addr ADDR   sessions, VIPs, inputs and guard of a node agent
   rampart keygen    [flags]   make an Ed25519 key pair for signing snapshots
 
@@ -36,6 +37,7 @@ func main() {
 		"deny":     cmdDeny,
 		"control":  cmdControl,
 		"anycast":  cmdAnycast,
+		"agent":    cmdAgent,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	if name == "-h" || name == "--help" || name == "help" {

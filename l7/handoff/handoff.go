@@ -102,8 +102,14 @@ func (s *Server) serve(c *net.UnixConn) {
 	}
 	var fds []int
 	if !r.Unchanged {
+		// Not File.Fd: it would switch the descriptor to blocking mode, and
+		// a duplicate shares that flag with the proxy's own listener.
 		for _, sk := range socks {
-			fds = append(fds, int(sk.File.Fd()))
+			rc, err := sk.File.SyscallConn()
+			if err != nil {
+				return
+			}
+			_ = rc.Control(func(fd uintptr) { fds = append(fds, int(fd)) })
 		}
 	} else {
 		r.Sockets = nil

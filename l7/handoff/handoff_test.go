@@ -109,3 +109,49 @@ func TestFetchWithoutServer(t *testing.T) {
 		t.Fatal("fetch from nothing succeeded")
 	}
 }
+
+// Handing a socket off must leave the proxy's own listener non-blocking
+// (File.Fd would switch the shared file description to blocking).
+func TestHandOffKeepsListenerNonBlocking(t *testing.T) {
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tln.Close()
+	path := filepath.Join(t.TempDir(), "h.sock")
+	srv := &Server{Path: path, Sockets: func(since uint64) (uint64, []Socket) {
+		f, _ := tln.(*net.TCPListener).File()
+		return 1, []Socket{{Listener: "l", Network: "tcp", Addr: tln.Addr().String(), File: f}}
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Run(ctx)
+	var socks []Socket
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, s, _, err := Fetch(ctx, path, 0)
+		if err == nil {
+			socks = s
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, s := range socks {
+		s.File.Close()
+	}
+	// A blocking listener would ignore this deadline and Accept would hang.
+	_ = tln.(*net.TCPListener).SetDeadline(time.Now().Add(50 * time.Millisecond))
+	done := make(chan error, 1)
+	go func() { _, err := tln.Accept(); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("accepted a connection nobody made")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Accept ignored its deadline: the listener was switched to blocking mode")
+	}
+}
