@@ -38,8 +38,9 @@ type Watcher struct {
 	Target    Target
 	Log       *slog.Logger
 
-	seen   map[string]stamp
-	active snapshot.Version
+	seen    map[string]stamp
+	active  snapshot.Version
+	scanned bool // the first scan (files present at start) is done
 }
 
 type stamp struct {
@@ -152,8 +153,16 @@ func (w *Watcher) Scan() {
 		good = append(good, candidate{path, data, s})
 	}
 	sort.Slice(good, func(i, j int) bool { return good[j].snap.Version.Less(good[i].snap.Version) })
+	first := !w.scanned
+	w.scanned = true
 	for i, c := range good {
 		if i > 0 || !w.active.Less(c.snap.Version) {
+			if first {
+				// Files already there at start (the history a node keeps, or
+				// the one the last-known-good came from) are not news.
+				w.log().Debug("older snapshot file ignored", "file", c.path, "version", c.snap.Version.String())
+				continue
+			}
 			why := "stale"
 			if c.snap.Version.Epoch < w.active.Epoch {
 				why = "older_epoch"

@@ -294,8 +294,15 @@ func TestNewestOfSeveralFilesWins(t *testing.T) {
 	if active(p) != "2.1" {
 		t.Fatalf("active %s, want 2.1", active(p))
 	}
-	if rejected(t, p, "older_epoch") != 2 || rejected(t, p, "malformed") != 0 {
+	// Older files present at start are history, not news: not counted.
+	if rejected(t, p, "older_epoch") != 0 || rejected(t, p, "malformed") != 0 {
 		t.Fatalf("older_epoch %v malformed %v", rejected(t, p, "older_epoch"), rejected(t, p, "malformed"))
+	}
+	// An older file that arrives later is refused and counted.
+	e.write("late.snap", e.file(snapshot.Version{Epoch: 1, Sequence: 50}, addr))
+	w.Scan()
+	if rejected(t, p, "older_epoch") != 1 || active(p) != "2.1" {
+		t.Fatalf("late older file: older_epoch %v, active %s", rejected(t, p, "older_epoch"), active(p))
 	}
 	data, err := os.ReadFile(filepath.Join(e.state, snapdir.LastKnownGood))
 	if err != nil {
