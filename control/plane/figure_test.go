@@ -35,11 +35,15 @@ func newPlane(tb testing.TB) *plane.Plane {
 
 // FIGURE: a 20,600-route revision (snapgen.Config(200, 103)) submitted as
 // JSON: parse, validate, route table, compile, sign and store; and the
-// shadow check of two such revisions. Logged, not asserted.
-func TestFigureCompile20k(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("a figure: measured without -race and -short (go test -run Figure ./control/plane)")
+// shadow check of two such revisions. Logged, not asserted: run with
+// go test -run '^$' -bench FigureCompile20k ./control/plane
+func BenchmarkFigureCompile20k(b *testing.B) {
+	for b.Loop() {
+		figureCompile20k(b)
 	}
+}
+
+func figureCompile20k(t testing.TB) {
 	p := newPlane(t)
 	cfg := snapgen.Config(200, 103)
 	body, err := json.Marshal(cfg)

@@ -1,5 +1,0 @@
-//go:build race
-
-package plane_test
-
-const raceEnabled = true
