@@ -9,13 +9,20 @@
 # Protocols: h1 (wrk), h2 (h2load), h3 (perf/h3load, rampart only: nginx 1.22 has no HTTP/3),
 # or all three in one run (PROTO=all), each with its own interleaved rounds.
 #
-# Knobs (env): DURATION=10s CONNS=64 STREAMS=10 THREADS=2 ROUNDS=3 PROTO=h1|h2|h3|all
+# CHAIN=1 adds a third proxy to every round: a second rampart with the full request chain on
+# (JWT auth with required scopes, a per-tenant quota, header rules, the access log to a file,
+# tracing), and every load tool sends the same bearer token to all three. The summary then gives
+# nginx, bare rampart and chained rampart side by side: the "Q per instance" figure.
+#
+# Knobs (env): DURATION=10s CONNS=64 STREAMS=10 THREADS=2 ROUNDS=3 PROTO=h1|h2|h3|all CHAIN=0|1
 #              RAMPART=path H3LOAD=path KEEP=1 RAMPART_PROTOCOLS="h2, http1, h3"
 #              PORTS: RAMPART_PORT=18443 NGINX_PORT=18444 UPSTREAM_PORT=18081 ADMIN_PORT=19901
+#                     CHAIN_PORT=18445 CHAIN_ADMIN_PORT=19902 (CHAIN=1 only)
 set -euo pipefail
 
 : "${DURATION:=10s}" "${CONNS:=64}" "${STREAMS:=10}" "${THREADS:=2}" "${ROUNDS:=3}" "${PROTO:=h1}"
 : "${RAMPART_PORT:=18443}" "${NGINX_PORT:=18444}" "${UPSTREAM_PORT:=18081}" "${ADMIN_PORT:=19901}"
+: "${CHAIN:=0}" "${CHAIN_PORT:=18445}" "${CHAIN_ADMIN_PORT:=19902}"
 # rampart's listener serves h3 in every run, so h1/h2 figures don't depend on PROTO; its h1/h2
 # responses then carry an Alt-Svc header, which wrk and h2load ignore. Drop h3 here to compare.
 : "${RAMPART_PROTOCOLS:=h2, http1, h3}"
@@ -30,6 +37,7 @@ die() { # also marks the report (once there is one) as failed
 
 # ---- preflight: tools, knobs, free ports ------------------------------------------------
 case "$PROTO" in h1 | h2 | h3) protos=("$PROTO") ;; all) protos=(h1 h2 h3) ;; *) die "PROTO must be h1, h2, h3 or all, not '$PROTO'" ;; esac
+case "$CHAIN" in 0 | "") chain=false ;; 1) chain=true ;; *) die "CHAIN must be 0 or 1, not '$CHAIN'" ;; esac
 declare -A tool_of=([h1]=wrk [h2]=h2load [h3]=h3load)
 needs=(nginx openssl curl ss pgrep)
 for proto in "${protos[@]}"; do
@@ -44,13 +52,19 @@ done
 rampart_h3=false
 if grep -qw h3 <<<"$RAMPART_PROTOCOLS"; then rampart_h3=true; fi
 if [[ " ${protos[*]} " == *" h3 "* ]] && ! $rampart_h3; then die "PROTO=$PROTO needs h3 in RAMPART_PROTOCOLS"; fi
-for p in "$RAMPART_PORT" "$NGINX_PORT" "$UPSTREAM_PORT" "$ADMIN_PORT"; do
+tcp_ports=("$RAMPART_PORT" "$NGINX_PORT" "$UPSTREAM_PORT" "$ADMIN_PORT")
+rampart_ports=("$RAMPART_PORT")
+if $chain; then tcp_ports+=("$CHAIN_PORT" "$CHAIN_ADMIN_PORT") rampart_ports+=("$CHAIN_PORT"); fi
+if [ "$(printf '%s\n' "${tcp_ports[@]}" | sort -u | wc -l)" != "${#tcp_ports[@]}" ]; then die "the *_PORT knobs must differ: ${tcp_ports[*]}"; fi
+for p in "${tcp_ports[@]}"; do
   if ss -Htln "sport = :$p" | grep -q .; then die "port 127.0.0.1:$p is in use; free it or set the *_PORT knobs"; fi
 done
 # with h3, rampart also binds UDP on its port
-if $rampart_h3 && ss -Huan "sport = :$RAMPART_PORT" | grep -q .; then
-  die "UDP port 127.0.0.1:$RAMPART_PORT is in use (rampart's HTTP/3); free it or set RAMPART_PORT"
-fi
+for p in "${rampart_ports[@]}"; do
+  if $rampart_h3 && ss -Huan "sport = :$p" | grep -q .; then
+    die "UDP port 127.0.0.1:$p is in use (rampart's HTTP/3); free it or set RAMPART_PORT/CHAIN_PORT"
+  fi
+done
 
 # ---- work dir and cleanup ---------------------------------------------------------------
 work=$(mktemp -d /tmp/rampart-compare.XXXXXX)
@@ -61,7 +75,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   if ((rc != 0)); then # show what the servers said before the evidence is deleted
-    for f in "$work"/rampart.log "$work"/*/error.log; do
+    for f in "$work"/bare.log "$work"/chain.log "$work"/*/error.log; do
       [ -s "$f" ] && { echo "--- tail $f" >&2; tail -n 20 "$f" >&2; }
     done
   fi
@@ -71,7 +85,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$root/perf/results"
-report="$root/perf/results/compare-$(date +%Y%m%d-%H%M%S)-$PROTO.txt"
+report="$root/perf/results/compare-$(date +%Y%m%d-%H%M%S)-$PROTO$($chain && echo -chain || true).txt"
 raw="$work/raw.txt" # every load tool's full output; appended to the report file at the end
 : >"$raw"
 say() { printf '%s\n' "$*" | tee -a "$report"; }
@@ -95,6 +109,32 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
 chmod 644 "$work/tls.key"
 "$RAMPART" keygen -out "$work/snap" >/dev/null
+
+# CHAIN=1: an Ed25519 key pair for JWTs, its JWKS, and tokens signed with it (EdDSA), all with
+# openssl. The token carries iss/aud/sub/tenant/scope, iat/nbf and a one-year exp.
+jwt_iss=https://perf.rampart.test/ jwt_aud=perf-api jwt_tenant=perf-tenant jwt_sub=perf-user
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+mint() { # mint SCOPE -> a compact JWS (EdDSA, kid perf-1) signed with $work/jwt.key
+  local now h p
+  now=$(date +%s)
+  h=$(printf '{"alg":"EdDSA","typ":"JWT","kid":"perf-1"}' | b64url)
+  p=$(printf '{"iss":"%s","aud":"%s","sub":"%s","tenant":"%s","scope":"%s","iat":%d,"nbf":%d,"exp":%d}' \
+    "$jwt_iss" "$jwt_aud" "$jwt_sub" "$jwt_tenant" "$1" "$now" "$now" $((now + 365 * 86400)) | b64url)
+  printf '%s.%s' "$h" "$p" >"$work/jwt.in"
+  printf '%s.%s.%s' "$h" "$p" "$(openssl pkeyutl -sign -rawin -inkey "$work/jwt.key" -in "$work/jwt.in" | b64url)"
+}
+hdr_args=() # extra load-tool arguments: the same Authorization header to every proxy
+if $chain; then
+  openssl genpkey -algorithm ed25519 -out "$work/jwt.key" 2>/dev/null || die "openssl: no Ed25519"
+  # an Ed25519 SubjectPublicKeyInfo in DER is 44 bytes, the raw public key its last 32
+  jwk_x=$(openssl pkey -in "$work/jwt.key" -pubout -outform DER | tail -c 32 | b64url)
+  printf '{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","use":"sig","kid":"perf-1","x":"%s"}]}\n' \
+    "$jwk_x" >"$work/jwks.json"
+  token=$(mint "bench:read profile")
+  token_noscope=$(mint "profile")
+  [ -n "$token" ] && [ -n "$token_noscope" ] || die "could not mint the JWTs"
+  hdr_args=(-H "Authorization: Bearer $token")
+fi
 
 wait_http() { # wait_http URL — until it answers 200, for up to 10 s
   for _ in $(seq 100); do
@@ -124,14 +164,23 @@ start_nginx() { # start_nginx NAME CONFIG-BODY -> sets nginx_pid (master, daemon
 
 # ---- 1. the shared upstream: one nginx worker, fixed ~100 byte body -----------------------
 body='rampart perf upstream: a fixed response body of about one hundred bytes for proxy benchmarks..'
+# CHAIN=1: a request with X-Perf-Probe gets back what the upstream saw of the chain's request
+# header rule and identity headers (X-Perf-Echo); load runs send no X-Perf-Probe, and nginx's
+# add_header adds nothing for an empty value, so their responses are unchanged.
+echo_map="" echo_hdr=""
+if $chain; then
+  echo_map="map \$http_x_perf_probe \$perf_echo { \"\" \"\"; default \"chain=\$http_x_perf_chain tenant=\$http_x_rampart_tenant subject=\$http_x_rampart_subject\"; }"
+  echo_hdr="add_header X-Perf-Echo \$perf_echo;"
+fi
 start_nginx upstream "worker_processes 1;
 events { worker_connections 4096; }
 http {
   access_log off; keepalive_requests 10000000; keepalive_timeout 300s;
+  $echo_map
   server {
     listen 127.0.0.1:$UPSTREAM_PORT;
     default_type text/plain;
-    location / { return 200 \"$body\"; }
+    location / { $echo_hdr return 200 \"$body\"; }
   }
 }"
 upstream_pid=$nginx_pid
@@ -158,35 +207,74 @@ http {
 }"
 wait_http "https://127.0.0.1:$NGINX_PORT/bench"
 
-# ---- 3. rampart proxy from a signed snapshot ----------------------------------------------
-cat >"$work/rampart.yaml" <<EOF
+# ---- 3. rampart proxies from signed snapshots ---------------------------------------------
+# start_rampart NAME PORT ADMIN_PORT ACCESS_LOG [TOP-LEVEL-YAML [ROUTE-YAML]] -> sets rampart_pid.
+# NAME's config, snapshots and state live in $work/NAME/, its log is $work/NAME.log.
+start_rampart() {
+  local d=$work/$1
+  mkdir -p "$d/snapshots" "$d/state"
+  cat >"$d/rampart.yaml" <<EOF
 version: {epoch: 1, sequence: 1}
+${5:-}
 listeners:
   - name: https
-    address: 127.0.0.1:$RAMPART_PORT
+    address: 127.0.0.1:$2
     protocols: [$RAMPART_PROTOCOLS]
     tls: {certificates: [{cert_file: $work/tls.crt, key_file: $work/tls.key}]}
 clusters:
   - {name: bench, endpoints: [{address: "127.0.0.1:$UPSTREAM_PORT", weight: 1, region: local, zone: local-a}]}
 routes:
-  - {id: bench, host: "*", methods: [GET], path_template: /bench, upstream_cluster: bench, timeout_ms: 5000}
+  - id: bench
+    host: "*"
+    methods: [GET]
+    path_template: /bench
+    upstream_cluster: bench
+    timeout_ms: 5000
+${6:-}
 EOF
-mkdir -p "$work/snapshots" "$work/state"
-"$RAMPART" snapshot build -config "$work/rampart.yaml" -key "$work/snap.key" \
-  -out "$work/snapshots/1.snap" >/dev/null || die "rampart snapshot build failed"
-"$RAMPART" proxy -snapshot-dir "$work/snapshots" -state-dir "$work/state" \
-  -public-key "$work/snap.pub" -admin "127.0.0.1:$ADMIN_PORT" -access-log off -drain-timeout 1s \
-  >"$work/rampart.log" 2>&1 &
-rampart_pid=$!
-pids+=("$rampart_pid")
-wait_http "http://127.0.0.1:$ADMIN_PORT/readyz"
+  "$RAMPART" snapshot build -config "$d/rampart.yaml" -key "$work/snap.key" \
+    -out "$d/snapshots/1.snap" >"$work/$1.log" 2>&1 || { cat "$work/$1.log" >&2; die "rampart snapshot build ($1) failed"; }
+  "$RAMPART" proxy -snapshot-dir "$d/snapshots" -state-dir "$d/state" \
+    -public-key "$work/snap.pub" -admin "127.0.0.1:$3" -access-log "$4" -drain-timeout 1s \
+    >"$work/$1.log" 2>&1 &
+  rampart_pid=$!
+  pids+=("$rampart_pid")
+  wait_http "http://127.0.0.1:$3/readyz"
+}
+start_rampart bare "$RAMPART_PORT" "$ADMIN_PORT" off # the bare proxy: no policies, no access log
+bare_pid=$rampart_pid
 wait_http "https://127.0.0.1:$RAMPART_PORT/bench"
+
+# CHAIN=1: the same listener, cluster and route, plus the whole request chain.
+chain_pid="" alog=$work/chain/access.log
+if $chain; then
+  start_rampart chain "$CHAIN_PORT" "$CHAIN_ADMIN_PORT" "$alog" "telemetry:
+  access_log: {success_sample_rate: 1}
+  tracing: {sample_ratio: 1}          # every new trace sampled; no otlp_endpoint, so nothing exported
+auth_policies:
+  - id: perf-jwt
+    type: jwt
+    jwt: {issuer: \"$jwt_iss\", audiences: [$jwt_aud], algorithms: [EdDSA], jwks_file: $work/jwks.json,
+          tenant_claim: tenant, scopes_claim: scope}
+quota_policies:
+  - {id: per-tenant, key: [tenant], rate_per_second: 1000000, burst: 1000000}   # never refuses here" \
+    "    auth_policy_id: perf-jwt
+    required_scopes: [bench:read]
+    quota_policy_id: per-tenant
+    headers:
+      request: {set: {X-Perf-Chain: \"1\"}}
+      response: {add: {X-Perf-Served-By: rampart-chain}}"
+  chain_pid=$rampart_pid
+fi
+rampart_pid=$bare_pid
 
 # ---- measurement helpers --------------------------------------------------------------------
 hz=$(getconf CLK_TCK)
-proxy_port() { if [ "$1" = rampart ]; then echo "$RAMPART_PORT"; else echo "$NGINX_PORT"; fi; }
-proxy_pids() { # the processes whose CPU we charge to a proxy: rampart, or nginx master+workers
-  if [ "$1" = rampart ]; then echo "$rampart_pid"; else echo "$nginx_pid" $(pgrep -P "$nginx_pid"); fi
+proxy_port() { # proxy names: rampart (the bare one), chain (CHAIN=1), nginx
+  case $1 in rampart) echo "$RAMPART_PORT" ;; chain) echo "$CHAIN_PORT" ;; *) echo "$NGINX_PORT" ;; esac
+}
+proxy_pids() { # the processes whose CPU we charge to a proxy: a rampart, or nginx master+workers
+  case $1 in rampart) echo "$rampart_pid" ;; chain) echo "$chain_pid" ;; *) echo "$nginx_pid" $(pgrep -P "$nginx_pid") ;; esac
 }
 cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
   local t=0 p s f
@@ -201,26 +289,30 @@ cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
 }
 busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; } # whole machine, not idle/iowait
 child_ticks() { local s; s=$(<"/proc/$$/stat"); s=${s##*) }; read -ra s <<<"$s"; echo $((s[13] + s[14])); }
-# Ticks of everything this benchmark runs: both proxies, the upstream, and (via this shell's
+# Ticks of everything this benchmark runs: the proxies, the upstream, and (via this shell's
 # cutime+cstime) the load tool once reaped. Machine busy time minus this is "other" work.
-bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
+bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" $chain_pid "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
 # The load tool's CPU: this shell's reaped children, i.e. the load tool plus a few short helpers
 # (date, the $(...) subshells) that cost well under a tick.
 load_ticks() { child_ticks; }
 check_alive() {
   local st=0 # on death, report the exit status (2: Go panic, 137: SIGKILL); cleanup shows the log
   kill -0 "$rampart_pid" 2>/dev/null || { wait "$rampart_pid" || st=$?; die "rampart proxy died, exit status $st"; }
+  if [ -n "$chain_pid" ] && ! kill -0 "$chain_pid" 2>/dev/null; then
+    wait "$chain_pid" || st=$?
+    die "rampart proxy with the chain died, exit status $st"
+  fi
   kill -0 "$nginx_pid" 2>/dev/null || die "nginx proxy died"
   kill -0 "$upstream_pid" 2>/dev/null || die "upstream nginx died"
 }
 load() { # load PROTO PORT DURATION — run the protocol's load tool; output on stdout
   case $1 in
-    h1) wrk -t"$THREADS" -c"$CONNS" -d"$3" --latency "https://127.0.0.1:$2/bench" ;;
-    h2) h2load -t"$THREADS" -c"$CONNS" -m "$STREAMS" -D "$3" "https://127.0.0.1:$2/bench" ;;
-    h3) GOMAXPROCS=$THREADS "$H3LOAD" -c "$CONNS" -m "$STREAMS" -d "$3" "https://127.0.0.1:$2/bench" ;;
+    h1) wrk -t"$THREADS" -c"$CONNS" -d"$3" --latency "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
+    h2) h2load -t"$THREADS" -c"$CONNS" -m "$STREAMS" -D "$3" "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
+    h3) GOMAXPROCS=$THREADS "$H3LOAD" -c "$CONNS" -m "$STREAMS" -d "$3" "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
   esac
 }
-load_desc() { # load_desc PROTO — the load command, for the report
+load_desc() { # load_desc PROTO — the load command, for the report (CHAIN=1: plus -H, see the header)
   case $1 in
     h1) echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency" ;;
     h2) echo "h2load -t$THREADS -c$CONNS -m$STREAMS -D $DURATION" ;;
@@ -247,14 +339,40 @@ parse() {
   esac
 }
 
+# CHAIN=1 evidence: counters from the chain proxy's /metrics, and its access log.
+chain_counters() { # -> "quota-allowed quota-limited auth-failures access-log-dropped"
+  curl -s "http://127.0.0.1:$CHAIN_ADMIN_PORT/metrics" | awk '
+    /^rampart_quota_decisions_total\{/ && /outcome="allowed"/ {a+=$NF}
+    /^rampart_quota_decisions_total\{/ && /outcome="limited"/ {l+=$NF}
+    /^rampart_auth_failures_total\{/ {f+=$NF}
+    /^rampart_access_log_dropped_total / {d+=$NF}
+    END{printf "%d %d %d %d\n", a, l, f, d}'
+}
+settle_log() { # until the chain's access log stops growing (its writer drained its queue), ≤ 5 s
+  local a b
+  b=$(stat -c %s "$alog")
+  for _ in $(seq 50); do
+    sleep 0.1
+    a=$b b=$(stat -c %s "$alog")
+    [ "$a" != "$b" ] || return 0
+  done
+}
+# take_log -> "lines authenticated-200s bytes" of the access log so far, then empties it (the
+# proxy appends with O_APPEND, so it goes on at the new end): keeps /tmp small, ~0.5 KB a line.
+take_log() {
+  awk -v t="$jwt_tenant" 'index($0, "\"route\":\"bench\"") && index($0, "\"tenant\":\"" t "\"") &&
+      index($0, "\"status\":200,") {ok++} {n++; b += length($0) + 1} END{print n+0, ok+0, b+0}' "$alog"
+  : >"$alog"
+}
+
 # ---- header -----------------------------------------------------------------------------------
-tls_of() { # negotiated protocol/cipher/ALPN, to show both proxies speak the same TLS
+tls_of() { # negotiated protocol/cipher/ALPN, to show the proxies speak the same TLS
   openssl s_client -connect "127.0.0.1:$1" -servername localhost -alpn h2,http/1.1 </dev/null 2>/dev/null |
     awk -F': *' '/^New,/{c=$0; sub(/^New, /,"",c)} /^ALPN protocol/{a=$2} END{print c ", ALPN " (a?a:"none")}'
 }
 h3_of() { # the same over QUIC (openssl s_client has no QUIC), from a short one-stream h3load probe
   local out
-  out=$("$H3LOAD" -c 1 -m 1 -d 100ms "https://127.0.0.1:$1/bench" 2>&1) || { echo "$out" >&2; die "HTTP/3 probe of :$1 failed"; }
+  out=$("$H3LOAD" -c 1 -m 1 -d 100ms "${hdr_args[@]}" "https://127.0.0.1:$1/bench" 2>&1) || { echo "$out" >&2; die "HTTP/3 probe of :$1 failed"; }
   awk '/^tls:/{sub(/^tls: */,""); print}' <<<"$out"
 }
 has_h3=false
@@ -265,23 +383,77 @@ else
   nginx_h3="nginx $nginx_ver has no HTTP/3 (it came in 1.25, built with http_v3_module)"
   nginx_h3_short="no HTTP/3 in nginx $nginx_ver"
 fi
-say "rampart vs nginx — TLS reverse proxy, requests per proxy CPU-second"
+if $chain; then
+  say "rampart (bare and with the full chain) vs nginx — TLS reverse proxy, requests per proxy CPU-second"
+else
+  say "rampart vs nginx — TLS reverse proxy, requests per proxy CPU-second"
+fi
 say "date:     $(date -u +%FT%TZ)   host: $(uname -r), $(nproc) CPUs, CLK_TCK=$hz"
 say "rampart:  $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown) ($RAMPART)"
 say "nginx:    $nginx_ver (proxy: worker_processes auto = $(($(pgrep -P "$nginx_pid" | wc -l))) workers; upstream: 1 worker)"
-say "load:     PROTO=$PROTO rounds=$ROUNDS duration=$DURATION warm-up=$WARMUP, per protocol:"
+say "load:     PROTO=$PROTO CHAIN=$CHAIN rounds=$ROUNDS duration=$DURATION warm-up=$WARMUP, per protocol:"
 for proto in "${protos[@]}"; do say "          $proto: $(load_desc "$proto")"; done
-say "both:     access logs off, same ECDSA P-256 cert, same upstream 127.0.0.1:$UPSTREAM_PORT (keep-alive), GET /bench -> ${#body} byte body"
+if $chain; then
+  say "          every load run, against every proxy, also sends -H 'Authorization: Bearer <JWT, ${#token} bytes>'"
+  say "proxies:  nginx :$NGINX_PORT and rampart :$RAMPART_PORT as without CHAIN (no policies, access logs off);"
+  say "          chain :$CHAIN_PORT, a second rampart process with the same listener, cluster and route plus:"
+  say "          JWT auth (EdDSA, jwks_file with one Ed25519 key, kid perf-1; iss, aud, sub, tenant, scope, exp +1 y),"
+  say "          required_scopes [bench:read], quota per-tenant (key [tenant], 1e6/s, burst 1e6, local),"
+  say "          request header set X-Perf-Chain: 1, response header add X-Perf-Served-By, identity headers upstream,"
+  say "          access log on: JSON lines to a file in the work dir, success_sample_rate 1; tracing sample_ratio 1,"
+  say "          no otlp_endpoint (spans and traceparent made, nothing exported)"
+  say "all:      same ECDSA P-256 cert, same upstream 127.0.0.1:$UPSTREAM_PORT (keep-alive), GET /bench -> ${#body} byte body"
+else
+  say "both:     access logs off, same ECDSA P-256 cert, same upstream 127.0.0.1:$UPSTREAM_PORT (keep-alive), GET /bench -> ${#body} byte body"
+fi
 say "tls:      rampart :$RAMPART_PORT $(tls_of "$RAMPART_PORT")"
+if $chain; then say "          chain   :$CHAIN_PORT $(tls_of "$CHAIN_PORT")"; fi
 say "          nginx   :$NGINX_PORT $(tls_of "$NGINX_PORT")"
 if $has_h3; then
   say "          rampart :$RAMPART_PORT/udp (HTTP/3) $(h3_of "$RAMPART_PORT")"
-  say "h3:       $nginx_h3, so h3 rounds load rampart only and have no ratio"
+  if $chain; then say "          chain   :$CHAIN_PORT/udp (HTTP/3) $(h3_of "$CHAIN_PORT")"; fi
+  say "h3:       $nginx_h3, so h3 rounds load rampart only and have no ratio to nginx"
 fi
 say "listener: rampart's protocols [$RAMPART_PROTOCOLS]"
 if $rampart_h3; then # show what h1/h2 clients get told (wrk and h2load ignore it)
   altsvc=$(curl -sk -o /dev/null -D - "https://127.0.0.1:$RAMPART_PORT/bench" | tr -d '\r' | grep -i '^alt-svc:' || true)
   say "          h1/h2 responses carry '${altsvc:-no Alt-Svc header}' (wrk and h2load ignore it)"
+fi
+
+# CHAIN=1: before any load, show that the chain authenticates: no token, a tampered one and one
+# without the scope are refused; the token is let through, and the upstream sees the header
+# rule and the identity (echoed back only for requests with X-Perf-Probe).
+if $chain; then
+  curl_head() { curl -sk -o /dev/null -D - "$@" | tr -d '\r'; }
+  field() { awk -v f="$1" 'tolower($0) ~ "^" f ":" {sub(/^[^:]*: */, ""); print; exit}'; }
+  code() { awk 'NR==1{print $2}'; }
+  url=https://127.0.0.1:$CHAIN_PORT/bench
+  settle_log
+  : >"$alog" # what the header's probes (TLS, HTTP/3) logged
+  sig=${token##*.}
+  if [ "${sig:0:1}" = A ]; then tampered=${token%.*}.B${sig:1}; else tampered=${token%.*}.A${sig:1}; fi
+  h=$(curl_head "$url")
+  c_none=$(code <<<"$h") www=$(field www-authenticate <<<"$h")
+  c_bad=$(curl_head -H "Authorization: Bearer $tampered" "$url" | code)
+  h=$(curl_head -H "Authorization: Bearer $token_noscope" "$url")
+  c_scope=$(code <<<"$h") www_scope=$(field www-authenticate <<<"$h")
+  h=$(curl_head -H "Authorization: Bearer $token" -H "X-Perf-Probe: 1" "$url")
+  c_ok=$(code <<<"$h") served=$(field x-perf-served-by <<<"$h") echoed=$(field x-perf-echo <<<"$h")
+  c_bare=$(curl_head -H "Authorization: Bearer $token" "https://127.0.0.1:$RAMPART_PORT/bench" | code)
+  c_nginx=$(curl_head -H "Authorization: Bearer $token" "https://127.0.0.1:$NGINX_PORT/bench" | code)
+  say "auth:     chain: no token -> $c_none (WWW-Authenticate: $www); tampered signature -> $c_bad;"
+  say "          token without bench:read -> $c_scope ($www_scope);"
+  say "          token -> $c_ok, X-Perf-Served-By: ${served:-missing}; the upstream saw: ${echoed:-nothing}"
+  say "          the same token to rampart -> $c_bare, to nginx -> $c_nginx"
+  want="chain=1 tenant=$jwt_tenant subject=$jwt_sub"
+  if [ "$c_none" != 401 ] || [ "$c_bad" != 401 ] || [ "$c_scope" != 403 ] || [ "$c_ok" != 200 ] ||
+    [ "$served" != rampart-chain ] || [ "$echoed" != "$want" ] || [ "$c_bare" != 200 ] || [ "$c_nginx" != 200 ]; then
+    die "the chain does not behave as expected (want 401, 401, 403, 200 with X-Perf-Served-By and '$want'; 200, 200)"
+  fi
+  settle_log
+  alog_probes=$(cat "$alog")
+  [ "$(grep -c . <<<"$alog_probes")" = 4 ] || die "the chain's access log has $(grep -c . <<<"$alog_probes") lines for the 4 probes, want 4"
+  : >"$alog"
 fi
 say ""
 
@@ -291,24 +463,38 @@ say "$(printf '%-5s %-5s %-8s %10s %10s %7s %5s %5s %11s %8s %6s  %s' \
 declare -A eff # eff[proto/proxy] = list of requests-per-CPU-second, one per round
 udp_errs() { awk '/^Udp: [0-9]/{print $6, $7}' /proc/net/snmp; } # RcvbufErrors SndbufErrors, whole host
 read -r udp_rcv0 udp_snd0 < <(udp_errs)
+ck_n=0 ck_ok=0 ck_lines=0 ck_bytes=0 ck_allowed=0 ck_limited=0 ck_authf=0 ck_dropped=0 ck_bad=0
 for proto in "${protos[@]}"; do
   proxies=(rampart nginx)
-  [ "$proto" = h3 ] && proxies=(rampart) # no HTTP/3 in nginx 1.22
+  if $chain; then proxies=(rampart chain nginx); fi
+  if [ "$proto" = h3 ]; then # no HTTP/3 in nginx 1.22
+    proxies=(rampart)
+    if $chain; then proxies=(rampart chain); fi
+  fi
   for proxy in "${proxies[@]}"; do # warm-up: connections, pools, caches
     load "$proto" "$(proxy_port "$proxy")" "$WARMUP" >"$work/warmup-$proto-$proxy.txt" 2>&1 ||
       { cat "$work/warmup-$proto-$proxy.txt" >&2; die "$proto warm-up against $proxy failed"; }
   done
+  if $chain; then settle_log; take_log >/dev/null; fi
   check_alive
   for round in $(seq "$ROUNDS"); do
-    order=("${proxies[@]}") # alternate who goes first
-    if ((round % 2 == 0 && ${#proxies[@]} == 2)); then order=(nginx rampart); fi
+    order=() # rotate who goes first: with two proxies they alternate
+    for ((i = 0; i < ${#proxies[@]}; i++)); do order+=("${proxies[(i + round - 1) % ${#proxies[@]}]}"); done
     for proxy in "${order[@]}"; do
       out="$work/run-$proto-$round-$proxy.txt"
       read -ra ps < <(proxy_pids "$proxy")
+      if [ "$proxy" = chain ]; then read -r ca0 cl0 cf0 cd0 < <(chain_counters); fi
       b0=$(bench_ticks); m0=$(busy_ticks); l0=$(load_ticks); t0=$(cpu_ticks "${ps[@]}"); w0=$(date +%s.%N)
       load "$proto" "$(proxy_port "$proxy")" "$DURATION" >"$out" 2>&1 ||
         { cat "$out" >&2; die "${tool_of[$proto]} against $proxy failed"; }
-      t1=$(cpu_ticks "${ps[@]}"); w1=$(date +%s.%N); l1=$(load_ticks); m1=$(busy_ticks); b1=$(bench_ticks)
+      if [ "$proxy" = chain ]; then
+        # charge the chain the access-log lines still queued when the load ended: its CPU is
+        # read once the log stops growing (the wall time stays that of the load run)
+        w1=$(date +%s.%N); settle_log; t1=$(cpu_ticks "${ps[@]}")
+      else
+        t1=$(cpu_ticks "${ps[@]}"); w1=$(date +%s.%N)
+      fi
+      l1=$(load_ticks); m1=$(busy_ticks); b1=$(bench_ticks)
       check_alive
       { echo "===== $proto round $round, $proxy: $(load_desc "$proto")"; cat "$out"; } >>"$raw"
       read -r n rps errs < <(parse "$proto" "$out")
@@ -321,6 +507,17 @@ for proto in "${protos[@]}"; do
       say "$line"
       eff[$proto/$proxy]+="$(awk '{print $9}' <<<"$line") "
       [ "$errs" = - ] || say "      !! $proxy returned errors over $proto in round $round: $errs"
+      if [ "$proxy" = chain ]; then # every response was authenticated, admitted and logged?
+        read -r ca1 cl1 cf1 cd1 < <(chain_counters)
+        [ -n "${alog_sample:-}" ] || alog_sample=$(head -n 1 "$alog")
+        read -r ln lok lb < <(take_log)
+        ok=ok
+        if ((lok < n || cl1 > cl0 || cf1 > cf0 || cd1 > cd0 || ca1 - ca0 < n)); then ok='!! MISMATCH' ck_bad=$((ck_bad + 1)); fi
+        say "      chain: $ok: $n responses; quota allowed +$((ca1 - ca0)), limited +$((cl1 - cl0)); auth failures +$((cf1 - cf0)); access log +$ln lines, $lok route=bench tenant=$jwt_tenant status=200, dropped +$((cd1 - cd0))"
+        ck_n=$((ck_n + n)) ck_ok=$((ck_ok + lok)) ck_lines=$((ck_lines + ln)) ck_bytes=$((ck_bytes + lb))
+        ck_allowed=$((ck_allowed + ca1 - ca0)) ck_limited=$((ck_limited + cl1 - cl0))
+        ck_authf=$((ck_authf + cf1 - cf0)) ck_dropped=$((ck_dropped + cd1 - cd0))
+      fi
     done
   done
 done
@@ -331,32 +528,71 @@ say ""
 say "load%  = the load tool's CPU / wall time; other% = CPU used outside this benchmark (200% = both"
 say "cores); if other% is more than a few %, other work competed for the CPUs: repeat on a quiet machine."
 say ""
-say "summary (PROTO=$PROTO, median of $ROUNDS rounds; requests per proxy CPU-second, us = proxy CPU per request):"
-say "$(printf '  %-5s %-44s %9s %7s %9s %7s %6s' proto load rampart us nginx us ratio)"
-for proto in "${protos[@]}"; do
-  mr=$(median <<<"${eff[$proto/rampart]}")
-  mn=""
-  if [ -n "${eff[$proto/nginx]:-}" ]; then mn=$(median <<<"${eff[$proto/nginx]}"); fi # none for h3
-  # (awk: parenthesise ternaries after print, or 'print x>0?...' redirects into a file named 0)
-  say "$(awk -v pr="$proto" -v ld="$(load_desc "$proto")" -v a="$mr" -v b="$mn" -v why="$nginx_h3_short" 'BEGIN{
-    printf "  %-5s %-44s %9.0f %7.1f ", pr, ld, a, (a>0 ? 1e6/a : 0)
-    if (b == "") printf "%9s %7s %6s  (%s)", "-", "-", "-", why
-    else printf "%9.0f %7.1f %6.2f", b, (b>0 ? 1e6/b : 0), (b>0 ? a/b : 0)}')"
-done
-say "  ratio = rampart/nginx (> 1: rampart is cheaper per request); differences under ~20% are noise here."
+if ! $chain; then
+  say "summary (PROTO=$PROTO, median of $ROUNDS rounds; requests per proxy CPU-second, us = proxy CPU per request):"
+  say "$(printf '  %-5s %-44s %9s %7s %9s %7s %6s' proto load rampart us nginx us ratio)"
+  for proto in "${protos[@]}"; do
+    mr=$(median <<<"${eff[$proto/rampart]}")
+    mn=""
+    if [ -n "${eff[$proto/nginx]:-}" ]; then mn=$(median <<<"${eff[$proto/nginx]}"); fi # none for h3
+    # (awk: parenthesise ternaries after print, or 'print x>0?...' redirects into a file named 0)
+    say "$(awk -v pr="$proto" -v ld="$(load_desc "$proto")" -v a="$mr" -v b="$mn" -v why="$nginx_h3_short" 'BEGIN{
+      printf "  %-5s %-44s %9.0f %7.1f ", pr, ld, a, (a>0 ? 1e6/a : 0)
+      if (b == "") printf "%9s %7s %6s  (%s)", "-", "-", "-", why
+      else printf "%9.0f %7.1f %6.2f", b, (b>0 ? 1e6/b : 0), (b>0 ? a/b : 0)}')"
+  done
+  say "  ratio = rampart/nginx (> 1: rampart is cheaper per request); differences under ~20% are noise here."
+else
+  say "summary (PROTO=$PROTO CHAIN=1, median of $ROUNDS rounds; requests per proxy CPU-second, us = proxy CPU per request):"
+  say "$(printf '  %-5s %-40s %8s %6s %8s %6s %8s %6s %7s %11s %11s %11s' \
+    proto load nginx us bare us chain us +us chain/bare chain/nginx bare/nginx)"
+  for proto in "${protos[@]}"; do
+    mb=$(median <<<"${eff[$proto/rampart]}") mc=$(median <<<"${eff[$proto/chain]}") mn=""
+    if [ -n "${eff[$proto/nginx]:-}" ]; then mn=$(median <<<"${eff[$proto/nginx]}"); fi # none for h3
+    say "$(awk -v pr="$proto" -v ld="$(load_desc "$proto")" -v b="$mb" -v c="$mc" -v n="$mn" 'BEGIN{
+      printf "  %-5s %-40s ", pr, ld
+      if (n == "") printf "%8s %6s ", "-", "-"; else printf "%8.0f %6.1f ", n, (n>0 ? 1e6/n : 0)
+      printf "%8.0f %6.1f %8.0f %6.1f %+7.1f %11.2f ", b, (b>0 ? 1e6/b : 0), c, (c>0 ? 1e6/c : 0),
+        (b>0 && c>0 ? 1e6/c - 1e6/b : 0), (b>0 ? c/b : 0)
+      if (n == "") printf "%11s %11s", "-", "-"; else printf "%11.2f %11.2f", (n>0 ? c/n : 0), (n>0 ? b/n : 0)}')"
+  done
+  say "  bare = rampart without policies or access log; chain = rampart with TLS + JWT + scopes + quota + header"
+  say "  rules + access log + tracing; +us = the chain's extra proxy CPU per request. The chain figure is the"
+  say "  \"Q per instance\" of the capacity plan. Ratios > 1: the first is cheaper per request; under ~20% is noise."
+  if $has_h3; then say "  h3: $nginx_h3_short, so no ratio to nginx"; fi
+  say ""
+  say "chain checks: $ck_n timed responses; quota allowed $ck_allowed, limited $ck_limited; auth failures $ck_authf;"
+  say "  access log $ck_lines lines ($ck_ok route=bench tenant=$jwt_tenant status=200), dropped $ck_dropped,"
+  say "  $((ck_lines > 0 ? ck_bytes / ck_lines : 0)) bytes a line on average; $ck_bad of the timed chain runs failed a check"
+  mfile=$work/chain-metrics.txt
+  curl -s "http://127.0.0.1:$CHAIN_ADMIN_PORT/metrics" >"$mfile" || true
+  say "chain /metrics after the run (all traffic: probes, warm-ups, timed runs):"
+  say "$(grep -E '^rampart_(access_log_(dropped|suppressed)_total|auth_failures_total|quota_decisions_total|requests_total|request_errors_total|shed_total|trace_spans_recorded_total|upstream_errors_total)' "$mfile" | sed 's/^/  /')"
+  say "access log lines: the 4 probes, then the first line of the timed runs:"
+  say "$(printf '%s\n%s\n' "$alog_probes" "${alog_sample:-}" | cut -c1-700 | sed 's/^/  /')"
+fi
 
 if $has_h3; then # QUIC over loopback loses datagrams only when a socket buffer overflows
   read -r udp_rcv1 udp_snd1 < <(udp_errs)
   say "  UDP datagrams dropped during the rounds (host-wide): receive-buffer $((udp_rcv1 - udp_rcv0)), send-buffer $((udp_snd1 - udp_snd0))"
 fi
 
-# rampart logs no access lines here (-access-log off), so anything at WARN/ERROR is worth a look
-# (e.g. the UDP buffer warning for HTTP/3).
-warns=$(grep -E '"level":"(WARN|ERROR)"|level=(WARN|ERROR)' "$work/rampart.log" || true)
-if [ -n "$warns" ]; then
-  say ""
-  say "rampart log: $(grep -c . <<<"$warns") WARN/ERROR lines (first 10):"
-  say "$(head -n 10 <<<"$warns" | cut -c1-300 | sed 's/^/  /')"
-fi
-{ echo; echo "---- rampart log"; cat "$work/rampart.log"; echo; echo "---- raw load-tool output"; cat "$raw"; } >>"$report"
+# rampart's own logs (stderr; access lines go elsewhere or nowhere), so anything at WARN/ERROR is
+# worth a look (e.g. the UDP buffer warning for HTTP/3).
+for name in bare chain; do
+  [ -f "$work/$name.log" ] || continue
+  warns=$(grep -E '"level":"(WARN|ERROR)"|level=(WARN|ERROR)' "$work/$name.log" || true)
+  if [ -n "$warns" ]; then
+    say ""
+    say "rampart log ($name): $(grep -c . <<<"$warns") WARN/ERROR lines (first 10):"
+    say "$(head -n 10 <<<"$warns" | cut -c1-300 | sed 's/^/  /')"
+  fi
+done
+{
+  for name in bare chain; do
+    [ -f "$work/$name.log" ] || continue
+    echo; echo "---- rampart log ($name)"; cat "$work/$name.log"
+  done
+  echo; echo "---- raw load-tool output"; cat "$raw"
+} >>"$report"
 say "report: $report"

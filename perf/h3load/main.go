@@ -1,7 +1,7 @@
 // Command h3load is a small HTTP/3 load generator for perf/compare.sh, which
 // needs one because h2load on Debian 12 is built without HTTP/3 (no ngtcp2).
 //
-//	h3load [-c 64] [-m 10] [-d 10s] [-insecure=true] https://127.0.0.1:18443/bench
+//	h3load [-c 64] [-m 10] [-d 10s] [-insecure=true] [-H "Name: value"]... https://127.0.0.1:18443/bench
 //
 // It opens -c QUIC connections (each on its own UDP socket, as separate
 // clients would), makes one request on each to finish the handshakes, then
@@ -35,6 +35,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,25 @@ type config struct {
 	duration time.Duration // how long workers start new requests
 	grace    time.Duration // how long in-flight requests may take after that
 	insecure bool          // skip certificate verification (self-signed bench certs)
+	header   http.Header   // added to every request (-H), e.g. Authorization
+}
+
+// headerFlags collects repeated -H "Name: value" flags, as curl and h2load take them.
+type headerFlags struct{ h http.Header }
+
+func (f *headerFlags) String() string { return "" }
+
+func (f *headerFlags) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		return fmt.Errorf("want \"Name: value\", got %q", s)
+	}
+	if f.h == nil {
+		f.h = http.Header{}
+	}
+	f.h.Add(name, value)
+	return nil
 }
 
 // result is what a run measured; counts are over all workers.
@@ -72,6 +92,8 @@ func main() {
 	flag.DurationVar(&cfg.duration, "d", 10*time.Second, "duration of the load phase")
 	flag.DurationVar(&cfg.grace, "grace", 5*time.Second, "time allowed for in-flight requests after -d; then they are cancelled and count as errors")
 	flag.BoolVar(&cfg.insecure, "insecure", true, "skip TLS certificate verification")
+	var hdr headerFlags
+	flag.Var(&hdr, "H", "request header \"Name: value\" added to every request; repeatable")
 	gogc := flag.Int("gogc", 400, "GC percent for this process (higher: less GC CPU, more memory)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: h3load [flags] https://host:port/path\n")
@@ -82,7 +104,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	cfg.url = flag.Arg(0)
+	cfg.url, cfg.header = flag.Arg(0), hdr.h
 	debug.SetGCPercent(*gogc)
 
 	fmt.Printf("h3load: %s conns=%d streams/conn=%d duration=%s gomaxprocs=%d\n",
@@ -139,6 +161,7 @@ func run(cfg config) (*result, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cfg.url, nil)
+			addHeader(req, cfg.header)
 			resp, err := t.RoundTrip(req)
 			if err != nil {
 				connErrs[i] = err
@@ -172,6 +195,7 @@ func run(cfg config) (*result, error) {
 		w := &workers[i]
 		w.tr = trs[i/cfg.streams]
 		w.req, _ = http.NewRequestWithContext(ctx, http.MethodGet, cfg.url, nil)
+		addHeader(w.req, cfg.header)
 		wg.Go(func() { w.loop(&stop) })
 	}
 	wg.Wait()
@@ -193,6 +217,14 @@ func run(cfg config) (*result, error) {
 		}
 	}
 	return r, nil
+}
+
+func addHeader(req *http.Request, h http.Header) {
+	for name, values := range h {
+		for _, v := range values {
+			req.Header.Add(name, v)
+		}
+	}
 }
 
 // worker sends one request at a time on its connection's transport. Its

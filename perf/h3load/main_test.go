@@ -48,7 +48,11 @@ func TestRun(t *testing.T) {
 	srv := &http3.Server{
 		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}),
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/bench" {
+			if r.URL.Path == "/auth" && r.Header.Get("Authorization") != "Bearer t0ken" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			if r.URL.Path != "/bench" && r.URL.Path != "/auth" {
 				http.NotFound(w, r)
 				return
 			}
@@ -74,6 +78,27 @@ func TestRun(t *testing.T) {
 	cfg.url = base + "/missing" // 404s are counted, not errors
 	if r, err = run(cfg); err == nil && (r.ok != 0 || r.status[4] == 0) {
 		t.Errorf("/missing: ok=%d status=%v", r.ok, r.status)
+	}
+
+	cfg.url = base + "/auth" // -H headers go on every request, the connect phase's too
+	var hdr headerFlags
+	if err := hdr.Set("Authorization: Bearer t0ken"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.header = hdr.h
+	if r, err = run(cfg); err != nil {
+		t.Errorf("/auth with -H: %v", err)
+	} else if r.ok == 0 || r.status[4] != 0 {
+		t.Errorf("/auth with -H: ok=%d status=%v", r.ok, r.status)
+	}
+	cfg.header = nil
+	if r, err = run(cfg); err == nil && (r.ok != 0 || r.status[4] == 0) {
+		t.Errorf("/auth without -H: ok=%d status=%v", r.ok, r.status)
+	}
+	for _, bad := range []string{"NoColon", ": v", "Bad Name: v"} {
+		if err := hdr.Set(bad); err == nil {
+			t.Errorf("-H %q accepted", bad)
+		}
 	}
 
 	cfg.url, cfg.insecure = base+"/bench", false // the self-signed cert is refused
