@@ -29,6 +29,7 @@ type jwtPolicy struct {
 	src         *source // keys from jwks_url, or
 	static      *keySet // keys from jwks_file
 	now         func() time.Time
+	cache       tokenCache
 }
 
 // scratch buffers hold a token's bytes and decoded segments while it is
@@ -52,6 +53,15 @@ func (j *jwtPolicy) authenticate(policyID string, vals []string) (Identity, erro
 	tok := strings.TrimLeft(v[7:], " ")
 	if len(tok) > MaxTokenBytes {
 		return Identity{}, errTooLarge
+	}
+	if tok == "" {
+		return Identity{}, errMalformed
+	}
+	now := j.now()
+	if ks, _ := j.keys(false); ks != nil {
+		if id, ok := j.cache.get(tok, ks, now); ok {
+			return id, nil
+		}
 	}
 	d1 := strings.IndexByte(tok, '.')
 	if d1 <= 0 {
@@ -81,7 +91,8 @@ func (j *jwtPolicy) authenticate(policyID string, vals []string) (Identity, erro
 	if !ok || len(sig) == 0 {
 		return Identity{}, errSignature
 	}
-	if fail := j.checkSignature(a, kid, input, sig, free); fail != nil {
+	ks, fail := j.checkSignature(a, kid, input, sig, free)
+	if fail != nil {
 		return Identity{}, fail
 	}
 	payload, _, ok := decodeSegment(full[d1+1:d2], free)
@@ -92,6 +103,11 @@ func (j *jwtPolicy) authenticate(policyID string, vals []string) (Identity, erro
 	if fail := j.claims(payload, &id); fail != nil {
 		return Identity{}, fail
 	}
+	until := id.ExpiresAt.Add(j.leeway)
+	if cap := now.Add(tokenCacheTTL); cap.Before(until) {
+		until = cap
+	}
+	j.cache.put(tok, id, ks, until)
 	return id, nil
 }
 
@@ -147,18 +163,18 @@ func (j *jwtPolicy) header(hdr []byte) (*alg, []byte, *Failure) {
 
 // checkSignature finds the key for kid and verifies. An unknown kid, or a
 // key set that is missing or stale, may cause one rate-limited refetch.
-func (j *jwtPolicy) checkSignature(a *alg, kid, input, sig, tmp []byte) *Failure {
+func (j *jwtPolicy) checkSignature(a *alg, kid, input, sig, tmp []byte) (*keySet, *Failure) {
 	ks, fail := j.keys(false)
 	if ks == nil {
-		return fail
+		return nil, fail
 	}
 	if fail = tryKeys(ks, a, kid, input, sig, tmp); fail != errUnknownKey || j.src == nil {
-		return fail
+		return ks, fail
 	}
 	if ks, fail = j.keys(true); ks == nil {
-		return fail
+		return nil, fail
 	}
-	return tryKeys(ks, a, kid, input, sig, tmp)
+	return ks, tryKeys(ks, a, kid, input, sig, tmp)
 }
 
 func tryKeys(ks *keySet, a *alg, kid, input, sig, tmp []byte) *Failure {

@@ -262,3 +262,65 @@ func TestClaimValues(t *testing.T) {
 		}
 	}
 }
+
+// The verified-token cache never extends a token's life nor outlives the
+// key set it was verified with.
+func TestTokenCacheBounds(t *testing.T) {
+	genKeys(t)
+	t.Run("expiry", func(t *testing.T) {
+		clk := newClock()
+		set := newSet(t, []snapshot.AuthPolicy{jwtConf("p", []string{"EdDSA"}, func(j *snapshot.JWTPolicy) {
+			j.JWKSFile = writeJWKS(t, kEd)
+			j.LeewayMs = 1000
+		})}, nil, quietOptions(clk.Now))
+		p := set.Policy("p")
+		c := claims(clk.Now())
+		c["exp"] = clk.Now().Add(10 * time.Second).Unix()
+		tok := sign(t, kEd, c)
+		for i := 0; i < 2; i++ { // the second is served from the cache
+			if _, err := p.Authenticate(bearer(tok)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(12 * time.Second) // past exp + leeway, within the cache TTL
+		if _, err := p.Authenticate(bearer(tok)); err == nil {
+			t.Fatal("an expired token was served from the cache")
+		}
+	})
+	t.Run("stale keys", func(t *testing.T) {
+		clk := newClock()
+		srv := newJWKSServer(t, kRSA)
+		set := newSet(t, []snapshot.AuthPolicy{urlPolicy("p", srv.URL, func(j *snapshot.JWTPolicy) {
+			j.JWKSRefreshMs = 3_600_000
+			j.JWKSMaxStaleMs = 3_600_000
+			j.UnknownKidRefetchMs = 3_600_000
+		})}, nil, quietOptions(clk.Now))
+		p := set.Policy("p")
+		tok := sign(t, kRSA, claims(clk.Now()))
+		if _, err := p.Authenticate(bearer(tok)); err != nil {
+			t.Fatal(err)
+		}
+		srv.down.Store(true)
+		clk.Advance(3_600_000*time.Millisecond + time.Second) // keys past max stale
+		if _, err := p.Authenticate(bearer(tok)); err == nil {
+			t.Fatal("a cached token was accepted while the key set is past its max stale age")
+		}
+	})
+	t.Run("different bytes miss", func(t *testing.T) {
+		set := newSet(t, []snapshot.AuthPolicy{jwtConf("p", []string{"EdDSA"}, func(j *snapshot.JWTPolicy) {
+			j.JWKSFile = writeJWKS(t, kEd)
+		})}, nil, quietOptions(nil))
+		p := set.Policy("p")
+		tok := sign(t, kEd, claims(time.Now()))
+		if _, err := p.Authenticate(bearer(tok)); err != nil {
+			t.Fatal(err)
+		}
+		tampered := tok[:len(tok)-2] + "AA"
+		if tampered == tok {
+			tampered = tok[:len(tok)-2] + "BB"
+		}
+		if _, err := p.Authenticate(bearer(tampered)); err == nil {
+			t.Fatal("a tampered copy of a cached token was accepted")
+		}
+	})
+}
