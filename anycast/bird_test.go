@@ -133,7 +133,10 @@ func TestBIRDThreeSites(t *testing.T) {
 	for id := uint32(1); id <= 3; id++ {
 		c := siteConfig(r, id, VIP{Prefix: v4}, VIP{Prefix: v6})
 		c.Guard.Sites = 3
-		sites[id] = startSite(t, c, nil)
+		sites[id] = startSiteWith(t, c, nil, false)
+	}
+	for _, s := range sites { // every speaker started: now they may announce
+		_ = s.SetUp("ready", true, "test")
 	}
 	count := func(net string) int { return len(routes(t, r, net)) }
 	birdtest.Wait(t, 15*time.Second, "three routes per VIP at BIRD", func() bool { return count(v4) == 3 && count(v6) == 3 })

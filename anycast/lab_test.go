@@ -47,6 +47,16 @@ type site struct {
 // startSite starts an announcer with its input up; it is stopped (with
 // a short deadline) when the test ends.
 func startSite(t *testing.T, c Config, fleet FleetView) *site {
+	return startSiteWith(t, c, fleet, true)
+}
+
+// startSiteWith starts an announcer with its input up or down. Tests that
+// run several speakers in one process start them all with the input down
+// and raise it after: GoBGP keeps its route-selection options in package
+// variables that every BgpServer's StartBgp writes while the others' best
+// path computations read them (a data race inside GoBGP that one speaker
+// per process, as in the agent, never meets).
+func startSiteWith(t *testing.T, c Config, fleet FleetView, up bool) *site {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("site", c.SiteID)
@@ -54,7 +64,7 @@ func startSite(t *testing.T, c Config, fleet FleetView) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.SetUp("ready", true, "test"); err != nil {
+	if err := a.SetUp("ready", up, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Start(context.Background()); err != nil {
