@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -105,26 +104,9 @@ func TestH3RoundTrip(t *testing.T) {
 	}
 }
 
-type h3LogBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *h3LogBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *h3LogBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestH3UDPBufferReadBackAndWarning(t *testing.T) {
 	l := newLab(t)
-	logs := &h3LogBuffer{}
+	logs := &logSink{}
 	l.p.errLog = slog.New(slog.NewTextHandler(logs, nil))
 	l.apply(l.h3Config())
 	got := l.p.listeners["https"].h3.rcvBuf

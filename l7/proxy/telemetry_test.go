@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,30 +21,12 @@ import (
 	"github.com/rampart-edge/rampart/l7/telemetry/otlptest"
 )
 
-// telBuf is an access log sink safe to read while the writer runs.
-type telBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *telBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *telBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // telLogLab is a lab whose proxy writes its access log to the returned buffer.
-func telLogLab(t *testing.T) (*lab, *telBuf) {
+func telLogLab(t *testing.T) (*lab, *logSink) {
 	t.Helper()
 	l := newLab(t)
 	_ = l.p.Shutdown(context.Background()) // the lab's own proxy, never used
-	buf := &telBuf{}
+	buf := &logSink{}
 	l.p = New(Options{AccessLog: buf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return l, buf
 }
@@ -60,7 +40,7 @@ func telStop(t *testing.T, l *lab) {
 }
 
 // telLogLines decodes the access log, one map per line.
-func telLogLines(t *testing.T, buf *telBuf) []map[string]any {
+func telLogLines(t *testing.T, buf *logSink) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(buf.String()))
