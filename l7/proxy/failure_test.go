@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -272,4 +273,29 @@ func TestRequestBodies(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Headers a wrapping handler set before the proxy ran (Alt-Svc, RateLimit-*)
+// survive the reset that drops a failed upstream answer's headers, however
+// many there are.
+func TestResetHeaderKeepsPresetKeys(t *testing.T) {
+	for _, preset := range [][]string{nil, {"Alt-Svc"}, {"Alt-Svc", "Ratelimit-Limit", "Ratelimit-Remaining", "Retry-After"}} {
+		rec := httptest.NewRecorder()
+		for _, k := range preset {
+			rec.Header().Set(k, "pre")
+		}
+		f := &forwarding{w: rec}
+		f.preset.note(rec.Header())
+		rec.Header().Set("X-From-Upstream", "1")
+		rec.Header().Set("Content-Type", "text/plain")
+		f.resetHeader()
+		if len(rec.Header()) != len(preset) {
+			t.Errorf("preset %v: header after reset %v", preset, rec.Header())
+		}
+		for _, k := range preset {
+			if rec.Header().Get(k) != "pre" {
+				t.Errorf("preset %v: %s lost on reset", preset, k)
+			}
+		}
+	}
 }

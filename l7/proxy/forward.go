@@ -54,7 +54,7 @@ type forwarding struct {
 	retries      int
 	wait         time.Duration // backoff before the next attempt
 	fault        string        // whose fault a failure is: gateway, upstream
-	preset       []string      // response header keys set before the proxy ran (kept on reset)
+	preset       presetKeys    // response header keys set before the proxy ran (kept on reset)
 	admitted     uint8
 	upgrade      string // the protocol a client asks to upgrade to (WebSocket)
 	releaseRetry []func()
@@ -72,7 +72,7 @@ const (
 
 func (f *forwarding) run() {
 	defer f.recordFault()
-	f.preset = presetKeys(f.w.Header())
+	f.preset.note(f.w.Header())
 	f.upgrade = upgradeProtocol(f.r)
 	if !f.admit() {
 		return
@@ -405,24 +405,35 @@ func (f *forwarding) fail(code int, msg string) {
 	writeError(f.w, code, msg, f.reqID)
 }
 
-// presetKeys notes response header keys set before the proxy ran (by a
-// wrapping handler); they survive resetHeader. Usually there are none.
-func presetKeys(h http.Header) []string {
-	if len(h) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(h))
+// presetKeys are the response header keys set before the proxy ran (by a
+// wrapping handler, such as Alt-Svc); they survive resetHeader. There are
+// usually none or one, so a few are held inline and the rest spill over.
+type presetKeys struct {
+	inline [2]string
+	n      int
+	spill  []string
+}
+
+func (p *presetKeys) note(h http.Header) {
 	for k := range h {
-		keys = append(keys, k)
+		if p.n < len(p.inline) {
+			p.inline[p.n] = k
+			p.n++
+		} else {
+			p.spill = append(p.spill, k)
+		}
 	}
-	return keys
+}
+
+func (p *presetKeys) has(k string) bool {
+	return slices.Contains(p.inline[:p.n], k) || slices.Contains(p.spill, k)
 }
 
 // resetHeader drops what an upstream answer put in the response header.
 func (f *forwarding) resetHeader() {
 	h := f.w.Header()
 	for k := range h {
-		if !slices.Contains(f.preset, k) {
+		if !f.preset.has(k) {
 			delete(h, k)
 		}
 	}
