@@ -298,8 +298,10 @@ func TestClientGoneCancelsContext(t *testing.T) {
 // A pipelined request that arrives while the handler watches the
 // connection is served after it, not lost.
 func TestWatchKeepsPipelinedBytes(t *testing.T) {
+	slowRunning := make(chan struct{})
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			close(slowRunning)
 			done := r.Context().Done()
 			select {
 			case <-done:
@@ -317,7 +319,7 @@ func TestWatchKeepsPipelinedBytes(t *testing.T) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
-	time.Sleep(50 * time.Millisecond)
+	<-slowRunning // the handler watches the connection when /next arrives
 	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
 	out, _ := io.ReadAll(c)
 	if !strings.Contains(string(out), "/slow") || !strings.Contains(string(out), "/next") {
@@ -326,9 +328,10 @@ func TestWatchKeepsPipelinedBytes(t *testing.T) {
 }
 
 func TestShutdownClosesIdleAndFinishesActive(t *testing.T) {
-	release := make(chan struct{})
+	release, slowRunning := make(chan struct{}), make(chan struct{})
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			close(slowRunning)
 			<-release
 		}
 		io.WriteString(w, "done")
@@ -354,7 +357,7 @@ func TestShutdownClosesIdleAndFinishesActive(t *testing.T) {
 	}
 	io.ReadAll(first.Body)
 	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
-	time.Sleep(50 * time.Millisecond)
+	<-slowRunning
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
 	_ = idle.SetReadDeadline(time.Now().Add(2 * time.Second))

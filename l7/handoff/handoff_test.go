@@ -36,7 +36,8 @@ func TestHandOffListeningSockets(t *testing.T) {
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go srv.Run(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx) }()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		if _, err := os.Stat(path); err == nil {
@@ -98,7 +99,14 @@ func TestHandOffListeningSockets(t *testing.T) {
 		t.Errorf("socket mode: %v %v", fi, err)
 	}
 	cancel()
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Errorf("run after cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not stop on cancel")
+	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Error("socket file left behind")
 	}
