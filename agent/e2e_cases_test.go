@@ -20,6 +20,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/rampart-edge/rampart/anycast"
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 )
 
 const (
@@ -33,7 +34,7 @@ func (e *e2e) counter(reason string) uint64 { return e.agent.Status().BPF.Counte
 func (e *e2e) dialErr(src, addr string, timeout time.Duration) error {
 	var c net.Conn
 	var err error
-	inNS(e.t, e.clientNS, func() {
+	netnstest.Enter(e.t, e.clientNS, func() {
 		dl := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 		c, err = dl.Dial("tcp", addr)
 	})
@@ -66,7 +67,7 @@ func (e *e2e) cases() {
 	t.Run("HTTP/3 over UDP to the VIP reaches the h3 listener", func(t *testing.T) {
 		var udp *net.UDPConn
 		var err error
-		inNS(t, e.clientNS, func() { udp, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(allowed)}) })
+		netnstest.Enter(t, e.clientNS, func() { udp, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(allowed)}) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +264,7 @@ func (e *e2e) restart(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	e.stopAgent()
-	if out := sh(t, "ip", "link", "show", e.iface); !strings.Contains(out, "xdp") {
+	if out := netnstest.Run(t, "ip", "link", "show", e.iface); !strings.Contains(out, "xdp") {
 		t.Fatalf("XDP detached when the agent stopped: %s", out)
 	}
 	if out, _ := exec.Command("ip", "addr", "show", "rvip0").CombinedOutput(); !strings.Contains(string(out), vip1) {

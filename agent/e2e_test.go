@@ -19,6 +19,7 @@ import (
 
 	"github.com/rampart-edge/rampart/anycast"
 	"github.com/rampart-edge/rampart/bpf"
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 	"github.com/rampart-edge/rampart/l7/certgen"
 	"github.com/rampart-edge/rampart/l7/daemon"
 	"github.com/rampart-edge/rampart/l7/deny"
@@ -45,19 +46,19 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("%s (iproute2, util-linux) is needed: %v", tool, err)
 		}
 	}
-	c, s := newNetns(t), newNetns(t)
-	id := nsSeq.Add(1)
+	c, s := netnstest.New(t, "ra"), netnstest.New(t, "ra")
+	id := netnstest.Next()
 	cif, sif := fmt.Sprintf("rac%d", id), fmt.Sprintf("ras%d", id)
-	sh(t, "ip", "link", "add", cif, "netns", c.name, "type", "veth", "peer", "name", sif, "netns", s.name)
-	c.ip(t, "addr", "add", "192.0.2.1/24", "dev", cif)
-	c.ip(t, "addr", "add", "192.0.2.3/24", "dev", cif)
-	s.ip(t, "addr", "add", "192.0.2.2/24", "dev", sif)
-	c.ip(t, "link", "set", cif, "up")
-	s.ip(t, "link", "set", sif, "up")
-	c.ip(t, "route", "add", "203.0.113.0/24", "via", "192.0.2.2")
+	netnstest.Run(t, "ip", "link", "add", cif, "netns", c.Name, "type", "veth", "peer", "name", sif, "netns", s.Name)
+	c.IP(t, "addr", "add", "192.0.2.1/24", "dev", cif)
+	c.IP(t, "addr", "add", "192.0.2.3/24", "dev", cif)
+	s.IP(t, "addr", "add", "192.0.2.2/24", "dev", sif)
+	c.IP(t, "link", "set", cif, "up")
+	s.IP(t, "link", "set", sif, "up")
+	c.IP(t, "route", "add", "203.0.113.0/24", "via", "192.0.2.2")
 
-	cmd := exec.Command("nsenter", "--net="+s.path, os.Args[0], "-test.run=^TestEndToEnd$", "-test.v", "-test.count=1", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), e2eEnv+"="+c.path+","+sif)
+	cmd := exec.Command("nsenter", "--net="+s.Path, os.Args[0], "-test.run=^TestEndToEnd$", "-test.v", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), e2eEnv+"="+c.Path+","+sif)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the test in the server namespace failed: %v", err)
 	}
-	if o := sh(t, "ip", "-n", s.name, "link", "show", sif); strings.Contains(o, "xdp") {
+	if o := netnstest.Run(t, "ip", "-n", s.Name, "link", "show", sif); strings.Contains(o, "xdp") {
 		t.Fatalf("XDP left attached after teardown: %s", o)
 	}
 }
@@ -140,7 +141,7 @@ func runE2E(t *testing.T, clientNS, iface string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.cfg = Config{Interfaces: []string{iface}, XDPMode: bpf.XDPDriver, PinRoot: bpffs(t),
+	e.cfg = Config{Interfaces: []string{iface}, XDPMode: bpf.XDPDriver, PinRoot: netnstest.PinRoot(t),
 		Maps:        bpf.Options{MaxSources: 4096, MaxConnSources: 1024, MaxVIPs: 256, MaxSockets: 8},
 		SnapshotDir: e.snaps, StateDir: filepath.Join(e.dir, "agent"), PublicKey: e.pub, DenyFile: e.denyF,
 		HandoffSocket: filepath.Join(e.dir, "handoff.sock"), ProxyAdmin: e.proxyAdmin, AdminAddr: "127.0.0.1:0",

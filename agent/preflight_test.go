@@ -8,18 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
 // needRoot skips outside CI when not root, naming what is missing.
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root (CI runs as root)")
-		}
-		t.Skip("needs root: CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON and CAP_SYS_ADMIN (bpffs mounts, network namespaces)")
-	}
+	netnstest.NeedRoot(t, "CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON and CAP_SYS_ADMIN (bpffs mounts, network namespaces)")
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {

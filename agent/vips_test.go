@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -15,12 +16,7 @@ import (
 // returns to the original one after.
 func inNetns(t *testing.T, f func()) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("network namespace tests need root")
-		}
-		t.Skip("needs root (network namespaces)")
-	}
+	netnstest.NeedRoot(t, "network namespaces")
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +35,7 @@ func trivialXDP(b *testing.B) *ebpf.Program {
 // real clock and a 1,000,000-prefix deny list loaded.
 func BenchmarkXDP(b *testing.B) {
 	needRoot(b)
-	f, err := Open(testRoot(b), &Options{MaxSources: 1 << 16})
+	f, err := Open(netnstest.PinRoot(b), &Options{MaxSources: 1 << 16})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func meminfo(b *testing.B, key string) uint64 {
 // unreclaimable slab growth over an empty list.
 func BenchmarkReplaceDenyList1M(b *testing.B) {
 	needRoot(b)
-	f, err := Open(testRoot(b), &Options{MaxSources: 1024})
+	f, err := Open(netnstest.PinRoot(b), &Options{MaxSources: 1024})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func BenchmarkVethFlood(b *testing.B) {
 			}
 			defer stats.Close()
 			var dst net.HardwareAddr
-			l.s.do(b, func() {
+			l.s.Do(b, func() {
 				ifc, err := net.InterfaceByName(l.ifname)
 				if err != nil {
 					b.Fatal(err)
@@ -184,7 +185,7 @@ func BenchmarkVethFlood(b *testing.B) {
 			cif := strings.Replace(l.ifname, "rts", "rtc", 1)
 			var fds []int
 			for range 2 {
-				l.c.do(b, func() { fds = append(fds, packetSocket(b, cif)) })
+				l.c.Do(b, func() { fds = append(fds, packetSocket(b, cif)) })
 			}
 			c0, s0 := l.counters(b), progStats(b, l.f)
 			busy0, soft0, total0 := cpuTimes(b)
@@ -285,7 +286,7 @@ func sendBatches(b *testing.B, fd int, frame []byte, pb *testing.PB) {
 // 1,000,000-prefix list (applied in place).
 func BenchmarkDenyListChange1M(b *testing.B) {
 	needRoot(b)
-	f, err := Open(testRoot(b), &Options{MaxSources: 1024})
+	f, err := Open(netnstest.PinRoot(b), &Options{MaxSources: 1024})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,13 +11,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 )
 
 // lab is a client and a server namespace joined by a veth pair, with the
 // filter attached in driver mode to the server side and sk_lookup steering
 // VIP:port to the proxy's loopback sockets.
 type lab struct {
-	c, s   *netns
+	c, s   *netnstest.NS
 	ifname string // server side
 	root   string
 	f      *Filter
@@ -28,22 +30,22 @@ type lab struct {
 func newLab(t testing.TB, o Options) *lab {
 	t.Helper()
 	needRoot(t)
-	l := &lab{c: newNetns(t), s: newNetns(t), root: testRoot(t), vipTCP: "203.0.113.10:8080"}
-	id := nsSeq.Add(1)
+	l := &lab{c: netnstest.New(t, "rt"), s: netnstest.New(t, "rt"), root: netnstest.PinRoot(t), vipTCP: "203.0.113.10:8080"}
+	id := netnstest.Next()
 	cif, sif := fmt.Sprintf("rtc%d", id), fmt.Sprintf("rts%d", id)
 	l.ifname = sif
-	sh(t, "ip", "link", "add", cif, "netns", l.c.name, "type", "veth", "peer", "name", sif, "netns", l.s.name)
-	l.c.ip(t, "addr", "add", "192.0.2.1/24", "dev", cif)
-	l.c.ip(t, "addr", "add", "192.0.2.3/24", "dev", cif)
-	l.c.ip(t, "addr", "add", "2001:db8::1/64", "dev", cif, "nodad")
-	l.s.ip(t, "addr", "add", "192.0.2.2/24", "dev", sif)
-	l.s.ip(t, "addr", "add", "2001:db8::2/64", "dev", sif, "nodad")
-	l.c.ip(t, "link", "set", cif, "up")
-	l.s.ip(t, "link", "set", sif, "up")
-	l.c.ip(t, "route", "add", "203.0.113.0/24", "via", "192.0.2.2")
-	l.c.ip(t, "-6", "route", "add", "2001:db8:1::/64", "via", "2001:db8::2")
-	l.s.ip(t, "route", "add", "local", "203.0.113.0/24", "dev", "lo")
-	l.s.ip(t, "-6", "route", "add", "local", "2001:db8:1::/64", "dev", "lo")
+	netnstest.Run(t, "ip", "link", "add", cif, "netns", l.c.Name, "type", "veth", "peer", "name", sif, "netns", l.s.Name)
+	l.c.IP(t, "addr", "add", "192.0.2.1/24", "dev", cif)
+	l.c.IP(t, "addr", "add", "192.0.2.3/24", "dev", cif)
+	l.c.IP(t, "addr", "add", "2001:db8::1/64", "dev", cif, "nodad")
+	l.s.IP(t, "addr", "add", "192.0.2.2/24", "dev", sif)
+	l.s.IP(t, "addr", "add", "2001:db8::2/64", "dev", sif, "nodad")
+	l.c.IP(t, "link", "set", cif, "up")
+	l.s.IP(t, "link", "set", sif, "up")
+	l.c.IP(t, "route", "add", "203.0.113.0/24", "via", "192.0.2.2")
+	l.c.IP(t, "-6", "route", "add", "2001:db8:1::/64", "via", "2001:db8::2")
+	l.s.IP(t, "route", "add", "local", "203.0.113.0/24", "dev", "lo")
+	l.s.IP(t, "-6", "route", "add", "local", "2001:db8:1::/64", "dev", "lo")
 
 	var err error
 	if l.f, err = Open(l.root, &o); err != nil {
@@ -59,11 +61,11 @@ func newLab(t testing.TB, o Options) *lab {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.f.AttachSkLookup(l.s.path); err != nil {
+	if err := l.f.AttachSkLookup(l.s.Path); err != nil {
 		t.Fatal(err)
 	}
 	var mode XDPMode
-	l.s.do(t, func() { mode, err = l.f.AttachXDP(sif, XDPDriver) })
+	l.s.Do(t, func() { mode, err = l.f.AttachXDP(sif, XDPDriver) })
 	if err != nil || mode != XDPDriver {
 		t.Fatalf("AttachXDP: %v %v", mode, err)
 	}
@@ -80,7 +82,7 @@ func (l *lab) counters(t testing.TB) Counters {
 }
 
 func (l *lab) xdpAttached(t testing.TB) bool {
-	out, err := exec.Command("ip", "-n", l.s.name, "link", "show", l.ifname).CombinedOutput()
+	out, err := exec.Command("ip", "-n", l.s.Name, "link", "show", l.ifname).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ip link show: %v %s", err, out)
 	}
@@ -135,7 +137,7 @@ func TestEndToEndVeth(t *testing.T) {
 		before, got0 := l.counters(t)[DropPPS], l.p.received("192.0.2.1")
 		var c net.Conn
 		var err error
-		l.c.do(t, func() { c, err = net.Dial("udp", udpVIP) })
+		l.c.Do(t, func() { c, err = net.Dial("udp", udpVIP) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +188,7 @@ func TestEndToEndVeth(t *testing.T) {
 		for range 2 {
 			var c net.Conn
 			var err error
-			l.c.do(t, func() { c, err = net.Dial("tcp", l.vipTCP) })
+			l.c.Do(t, func() { c, err = net.Dial("tcp", l.vipTCP) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +219,7 @@ func TestEndToEndVeth(t *testing.T) {
 		for _, src := range []string{"192.0.2.1", "192.0.2.3"} {
 			var c *net.UDPConn
 			var err error
-			l.c.do(t, func() {
+			l.c.Do(t, func() {
 				c, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(src+":0")),
 					net.UDPAddrFromAddrPort(netip.MustParseAddrPort(udpVIP)))
 			})
@@ -262,7 +264,7 @@ func TestEndToEndVeth(t *testing.T) {
 		l.f = f2 // the lab's cleanup removes the new one
 		progress("after takeover")
 		a := f2.Attachments()
-		if !slices.Contains(a, "sklookup-"+inodeStr(t, l.s.path)) || !slices.Contains(a, pinXDPDriver+l.ifname) {
+		if !slices.Contains(a, "sklookup-"+inodeStr(t, l.s.Path)) || !slices.Contains(a, pinXDPDriver+l.ifname) {
 			t.Fatalf("attachments after takeover: %v", a)
 		}
 		info, err := f2.links[pinXDPDriver+l.ifname].Info()
@@ -272,7 +274,7 @@ func TestEndToEndVeth(t *testing.T) {
 			t.Fatalf("XDP link runs program %v, want the reopened one %v (%v %v)", info, id, err, err2)
 		}
 		mode := XDPMode(0)
-		l.s.do(t, func() { mode, err = f2.AttachXDP(l.ifname, XDPAuto) })
+		l.s.Do(t, func() { mode, err = f2.AttachXDP(l.ifname, XDPAuto) })
 		if err != nil || mode != XDPDriver {
 			t.Fatalf("AttachXDP after takeover: %v %v", mode, err)
 		}

@@ -3,34 +3,20 @@ package bpf
 import (
 	"encoding/binary"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 )
 
-// needRoot skips outside CI when not root, naming what is missing; in CI (or
-// as root) the capability probe must pass, and any later BPF error fails.
+// needRoot skips outside CI when not root, naming what is missing; as root
+// (always, in CI) the capability probe must pass, and any later BPF error
+// is a real failure.
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 && os.Getenv("CI") == "" {
-		t.Skip("needs root: CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN (bpffs mount, network namespaces)")
-	}
+	netnstest.NeedRoot(t, "CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN (bpffs mount, network namespaces)")
 	if err := Probe(); err != nil {
 		t.Fatalf("capability probe: %v", err)
 	}
-}
-
-// testRoot mounts a private bpffs for the test's pins and unmounts it after.
-func testRoot(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
-		t.Fatalf("mount bpffs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return filepath.Join(dir, "rampart")
 }
 
 // openTest opens a Filter with the driven clock on a private bpffs.
@@ -38,7 +24,7 @@ func openTest(t testing.TB, o Options) *Filter {
 	t.Helper()
 	needRoot(t)
 	o.testClock = true
-	root := testRoot(t)
+	root := netnstest.PinRoot(t)
 	f, err := Open(root, &o)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

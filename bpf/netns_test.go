@@ -6,75 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 )
-
-var nsSeq atomic.Int32
-
-type netns struct{ name, path string }
-
-// newNetns creates a named network namespace (ip netns add) with lo up and
-// deletes it when the test ends.
-func newNetns(t testing.TB) *netns {
-	t.Helper()
-	n := &netns{name: fmt.Sprintf("rt%d-%d", os.Getpid(), nsSeq.Add(1))}
-	n.path = "/run/netns/" + n.name
-	sh(t, "ip", "netns", "add", n.name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.name).Run() })
-	n.ip(t, "link", "set", "lo", "up")
-	return n
-}
-
-func sh(t testing.TB, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-func (n *netns) ip(t testing.TB, args ...string) {
-	t.Helper()
-	sh(t, append([]string{"ip", "-n", n.name}, args...)...)
-}
-
-// do runs fn on a thread switched into the namespace; sockets created in fn
-// live there.
-func (n *netns) do(t testing.TB, fn func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := os.Open(n.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("setns %s: %v", n.name, err)
-	}
-	defer func() {
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			panic(err) // leave the thread locked: it dies with the goroutine
-		}
-		runtime.UnlockOSThread()
-	}()
-	fn()
-}
 
 func listenConfig() *net.ListenConfig {
 	lc := &net.ListenConfig{}
@@ -107,10 +49,10 @@ type proxy struct {
 
 const udpPort = 8443
 
-func startProxy(t testing.TB, ns *netns) *proxy {
+func startProxy(t testing.TB, ns *netnstest.NS) *proxy {
 	t.Helper()
 	p := &proxy{udpFrom: map[string]int{}}
-	ns.do(t, func() {
+	ns.Do(t, func() {
 		ctx := context.Background()
 		var err error
 		if p.tcp4, err = listenConfig().Listen(ctx, "tcp4", "127.0.0.1:0"); err != nil {
@@ -241,11 +183,11 @@ func (p *proxy) serveUDP6(t testing.TB) {
 
 // ask sends one line to addr over proto from inside ns and returns the
 // answer, or an error on timeout / refusal.
-func ask(t testing.TB, ns *netns, proto, addr, line string, timeout time.Duration) (string, error) {
+func ask(t testing.TB, ns *netnstest.NS, proto, addr, line string, timeout time.Duration) (string, error) {
 	t.Helper()
 	var c net.Conn
 	var err error
-	ns.do(t, func() { c, err = net.DialTimeout(proto, addr, timeout) })
+	ns.Do(t, func() { c, err = net.DialTimeout(proto, addr, timeout) })
 	if err != nil {
 		return "", err
 	}
@@ -262,7 +204,7 @@ func ask(t testing.TB, ns *netns, proto, addr, line string, timeout time.Duratio
 	return strings.TrimSpace(string(buf[:n])), nil
 }
 
-func mustAsk(t testing.TB, ns *netns, proto, addr, want string) {
+func mustAsk(t testing.TB, ns *netnstest.NS, proto, addr, want string) {
 	t.Helper()
 	got, err := ask(t, ns, proto, addr, "hi", 2*time.Second)
 	if err != nil || got != want+" hi" {

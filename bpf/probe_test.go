@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 )
 
 func TestOpenNamesWhatIsMissing(t *testing.T) {
@@ -51,10 +53,10 @@ func TestProbeChild(t *testing.T) {
 // holding only CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON (in its own netns).
 func TestAgentCapabilities(t *testing.T) {
 	needRoot(t)
-	ns := newNetns(t)
-	root := testRoot(t)
+	ns := netnstest.New(t, "rt")
+	root := netnstest.PinRoot(t)
 	caps := "-all,+bpf,+net_admin,+perfmon"
-	cmd := exec.Command("nsenter", "--net="+ns.path, "setpriv", "--inh-caps="+caps, "--bounding-set="+caps,
+	cmd := exec.Command("nsenter", "--net="+ns.Path, "setpriv", "--inh-caps="+caps, "--bounding-set="+caps,
 		"--", os.Args[0], "-test.run=^TestCapsChild$", "-test.v")
 	cmd.Env = append(os.Environ(), "RAMPART_CAPS_ROOT="+root)
 	out, err := cmd.CombinedOutput()

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 )
 
 // TestSkLookup steers TCP and UDP for v4 and v6 VIPs to sockets bound to
@@ -12,12 +14,12 @@ import (
 // and checks the sockops connection counts.
 func TestSkLookup(t *testing.T) {
 	f := openTest(t, Options{MaxSources: 1024})
-	ns := newNetns(t)
-	ns.ip(t, "route", "add", "local", "203.0.113.0/24", "dev", "lo")
-	ns.ip(t, "-6", "route", "add", "local", "2001:db8:1::/64", "dev", "lo")
+	ns := netnstest.New(t, "rt")
+	ns.IP(t, "route", "add", "local", "203.0.113.0/24", "dev", "lo")
+	ns.IP(t, "-6", "route", "add", "local", "2001:db8:1::/64", "dev", "lo")
 	p := startProxy(t, ns)
 	p.register(t, f)
-	if err := f.AttachSkLookup(ns.path); err != nil {
+	if err := f.AttachSkLookup(ns.Path); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.AttachConnTracker(""); err != nil {
@@ -53,7 +55,7 @@ func TestSkLookup(t *testing.T) {
 	for range 3 {
 		var c net.Conn
 		var err error
-		ns.do(t, func() { c, err = net.Dial("tcp", "203.0.113.20:9090") })
+		ns.Do(t, func() { c, err = net.Dial("tcp", "203.0.113.20:9090") })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +85,7 @@ func TestSkLookup(t *testing.T) {
 	}
 	var c6 net.Conn
 	var err error
-	ns.do(t, func() { c6, err = net.Dial("tcp", "[2001:db8:1::10]:8080") })
+	ns.Do(t, func() { c6, err = net.Dial("tcp", "[2001:db8:1::10]:8080") })
 	if err != nil {
 		t.Fatal(err)
 	}
