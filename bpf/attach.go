@@ -218,17 +218,10 @@ func (f *Filter) DetachSkLookup(netnsPath string) error {
 // directory; "" means the root of the cgroup2 mount, i.e. every process. The
 // proxy's sockets must be inside it for MaxConns to see its connections.
 func (f *Filter) AttachConnTracker(cgroupPath string) error {
-	if cgroupPath == "" {
-		var err error
-		if cgroupPath, err = cgroup2Root(); err != nil {
-			return err
-		}
-	}
-	ino, err := inode(cgroupPath)
+	cgroupPath, name, err := connTrackerPin(cgroupPath)
 	if err != nil {
 		return fmt.Errorf("bpf: attach connection tracker: %w", err)
 	}
-	name := pinSockops + strconv.FormatUint(ino, 10)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.links[name]; ok {
@@ -243,23 +236,32 @@ func (f *Filter) AttachConnTracker(cgroupPath string) error {
 
 // DetachConnTracker removes the connection counter from cgroupPath.
 func (f *Filter) DetachConnTracker(cgroupPath string) error {
+	_, name, err := connTrackerPin(cgroupPath)
+	if err != nil {
+		return fmt.Errorf("bpf: detach connection tracker: %w", err)
+	}
+	return f.detach(name)
+}
+
+// connTrackerPin resolves cgroupPath ("" is the root of the cgroup2 mount)
+// and names the pin of the connection tracker's link to it.
+func connTrackerPin(cgroupPath string) (path, pin string, err error) {
 	if cgroupPath == "" {
-		var err error
 		if cgroupPath, err = cgroup2Root(); err != nil {
-			return err
+			return "", "", err
 		}
 	}
 	ino, err := inode(cgroupPath)
 	if err != nil {
-		return fmt.Errorf("bpf: detach connection tracker: %w", err)
+		return "", "", fmt.Errorf("cgroup %s: %w", cgroupPath, err)
 	}
-	return f.detach(pinSockops + strconv.FormatUint(ino, 10))
+	return cgroupPath, pinSockops + strconv.FormatUint(ino, 10), nil
 }
 
 func cgroup2Root() (string, error) {
 	fh, err := os.Open("/proc/self/mounts")
 	if err != nil {
-		return "", fmt.Errorf("bpf: find cgroup2 mount: %w", err)
+		return "", fmt.Errorf("find cgroup2 mount: %w", err)
 	}
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
@@ -268,7 +270,7 @@ func cgroup2Root() (string, error) {
 			return fs[1], nil
 		}
 	}
-	return "", errors.New("bpf: no cgroup2 mount (needed for the connection tracker)")
+	return "", errors.New("no cgroup2 mount")
 }
 
 // Attachments lists the pinned links in effect, e.g. "xdp-driver-eth0",

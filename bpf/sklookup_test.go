@@ -1,12 +1,16 @@
 package bpf
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rampart-edge/rampart/bpf/netnstest"
+	"golang.org/x/sys/unix"
 )
 
 // TestSkLookup steers TCP and UDP for v4 and v6 VIPs to sockets bound to
@@ -114,4 +118,20 @@ func waitConns(t testing.TB, f *Filter, src netip.Addr, want uint32) {
 		}
 	}
 	t.Fatalf("connection count of %v: %d, want %d", src, got, want)
+}
+
+// A cgroup directory that does not exist is refused with its path named,
+// on attach and on detach, and nothing is pinned.
+func TestConnTrackerMissingCgroup(t *testing.T) {
+	f := openTest(t, Options{MaxSources: 1024})
+	missing := filepath.Join(t.TempDir(), "no-such-cgroup")
+	for name, op := range map[string]func(string) error{"attach": f.AttachConnTracker, "detach": f.DetachConnTracker} {
+		err := op(missing)
+		if err == nil || !strings.Contains(err.Error(), missing) || !errors.Is(err, unix.ENOENT) {
+			t.Errorf("%s %s: %v", name, missing, err)
+		}
+	}
+	if a := f.Attachments(); len(a) != 0 {
+		t.Errorf("attachments after a refused attach: %v", a)
+	}
 }
