@@ -63,6 +63,13 @@ type Listener struct {
 	MaxConnections         int   `yaml:"max_connections" json:"max_connections"`
 	H2MaxConcurrentStreams int   `yaml:"h2_max_concurrent_streams" json:"h2_max_concurrent_streams"`
 	H2MaxResetsPerSecond   int   `yaml:"h2_max_resets_per_second" json:"h2_max_resets_per_second"`
+	// RequestBodyTimeoutMs bounds the wait for the next bytes of a request
+	// body (idle time between two reads, like nginx's client_body_timeout);
+	// a body that stalls longer ends as 408 (or a stream reset on h2/h3).
+	RequestBodyTimeoutMs int `yaml:"request_body_timeout_ms" json:"request_body_timeout_ms"`
+	// TunnelIdleTimeoutMs closes a WebSocket tunnel when no byte went
+	// either way for this long.
+	TunnelIdleTimeoutMs int `yaml:"tunnel_idle_timeout_ms" json:"tunnel_idle_timeout_ms"`
 }
 
 // TLS configures termination on a listener.
@@ -146,15 +153,17 @@ const (
 	HardMaxRouteTimeoutMs    = 3_600_000
 	MaxRetryAttempts         = 5
 
-	DefaultMaxHeaderBytes      = 64 << 10
-	DefaultMaxBodyBytes        = 10 << 20
-	DefaultReadHeaderTimeoutMs = 10_000
-	DefaultIdleTimeoutMs       = 120_000
-	DefaultMaxConnections      = 10_000
-	DefaultH2MaxStreams        = 250
-	DefaultH2MaxResetsPerSec   = 200
-	DefaultConnectTimeoutMs    = 2_000
-	DefaultMaxIdlePerEndpoint  = 256
+	DefaultMaxHeaderBytes       = 64 << 10
+	DefaultMaxBodyBytes         = 10 << 20
+	DefaultReadHeaderTimeoutMs  = 10_000
+	DefaultIdleTimeoutMs        = 120_000
+	DefaultMaxConnections       = 10_000
+	DefaultH2MaxStreams         = 250
+	DefaultH2MaxResetsPerSec    = 200
+	DefaultRequestBodyTimeoutMs = 30_000
+	DefaultTunnelIdleTimeoutMs  = 300_000
+	DefaultConnectTimeoutMs     = 2_000
+	DefaultMaxIdlePerEndpoint   = 256
 )
 
 // IdempotencyKeyHeader returns the header named by "key:<Header>" and true,

@@ -112,6 +112,8 @@ func normalizeListener(l *Listener) {
 	setDefault(&l.MaxConnections, DefaultMaxConnections)
 	setDefault(&l.H2MaxConcurrentStreams, DefaultH2MaxStreams)
 	setDefault(&l.H2MaxResetsPerSecond, DefaultH2MaxResetsPerSec)
+	setDefault(&l.RequestBodyTimeoutMs, DefaultRequestBodyTimeoutMs)
+	setDefault(&l.TunnelIdleTimeoutMs, DefaultTunnelIdleTimeoutMs)
 }
 
 func setDefault(v *int, d int) {

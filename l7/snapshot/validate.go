@@ -114,6 +114,8 @@ func validateListeners(ls []Listener, p *problems) {
 		checkRange(p, where, "max_connections", l.MaxConnections, 1, 10_000_000)
 		checkRange(p, where, "h2_max_concurrent_streams", l.H2MaxConcurrentStreams, 1, 10_000)
 		checkRange(p, where, "h2_max_resets_per_second", l.H2MaxResetsPerSecond, 1, 100_000)
+		checkRange(p, where, "request_body_timeout_ms", l.RequestBodyTimeoutMs, 100, 600_000)
+		checkRange(p, where, "tunnel_idle_timeout_ms", l.TunnelIdleTimeoutMs, 1_000, 86_400_000)
 		if l.MaxBodyBytes < 0 || l.MaxBodyBytes > 1<<40 {
 			p.add("%s: max_body_bytes %d must be between 0 and %d", where, l.MaxBodyBytes, int64(1)<<40)
 		}
