@@ -46,6 +46,9 @@ type conn struct {
 	ctx      reqContext
 	watch    watcher
 	hijacked bool // the handler took the connection (protocol upgrade)
+
+	bodyDeadline bool // each read of the connection is bounded by BodyReadTimeout
+	bodyTimedOut bool // this request's body stalled past its deadline
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -137,10 +140,12 @@ func (c *conn) serveRequest() (keep bool) {
 		}
 		return false
 	}
+	c.bodyTimedOut = false
 	if c.req.Body != http.NoBody {
-		// The handler reads the body: lift the head's deadline (it can set
-		// its own through http.ResponseController).
+		// The handler reads the body: lift the head's deadline; every read
+		// of the body gets its own (BodyReadTimeout) in connReader.
 		_ = c.nc.SetReadDeadline(time.Time{})
+		c.bodyDeadline = c.s.BodyReadTimeout > 0
 	}
 	c.w.reset(c.req)
 	defer func() {
@@ -162,8 +167,12 @@ func (c *conn) serveRequest() (keep bool) {
 }
 
 // maxDrain is how much of a request body the handler left unread the
-// server reads and discards to keep the connection.
-const maxDrain = 256 << 10
+// server reads and discards to keep the connection, within drainTime (or
+// BodyReadTimeout when shorter), after the response went out.
+const (
+	maxDrain  = 256 << 10
+	drainTime = time.Second
+)
 
 // bodyTooBigToDrain reports, before the response head goes out, that the
 // connection will close because too much of the body is left.
@@ -172,22 +181,53 @@ func (c *conn) bodyTooBigToDrain() bool {
 	return r.ContentLength > 0 && !c.body.b.Done() && r.ContentLength-c.body.b.Consumed() > maxDrain
 }
 
-// finish completes the response and drains what is left of the request
-// body (up to a bound), reporting whether the connection stays open.
+// finish completes and sends the response, then drains what is left of
+// the request body within a byte and a time budget, reporting whether the
+// connection stays open. A body the client has not sent yet (it waits for
+// 100 Continue) is not waited for: the connection closes.
 func (c *conn) finish() bool {
+	c.noteBodyTimeout()
 	c.w.finish()
 	keep := !c.w.closeAfter && !c.req.Close && !c.watch.gone()
-	if keep && !c.body.b.Done() {
-		n, _ := io.CopyN(io.Discard, &c.body.b, maxDrain+1)
-		keep = n <= maxDrain && c.body.b.Done()
+	err := c.bw.Flush()
+	if err == nil && !c.body.b.Done() {
+		if keep && !c.body.expect {
+			c.drain()
+			c.noteBodyTimeout()
+		}
+		if !c.body.b.Done() {
+			keep = false
+			c.lingerClose()
+		}
 	}
-	if err := c.bw.Flush(); err != nil {
-		return false
+	c.bodyDeadline = false
+	return keep && err == nil
+}
+
+// noteBodyTimeout tells the server, once per request, that the body stalled.
+func (c *conn) noteBodyTimeout() {
+	if c.bodyTimedOut {
+		c.bodyTimedOut = false
+		if c.s.BodyTimedOut != nil {
+			c.s.BodyTimedOut()
+		}
 	}
-	if !c.body.b.Done() {
-		c.lingerClose()
+}
+
+// drain discards the unread rest of the request body, up to maxDrain bytes
+// and for at most drainTime (BodyReadTimeout when shorter).
+func (c *conn) drain() {
+	d := drainTime
+	if t := c.s.BodyReadTimeout; t > 0 && t < d {
+		d = t
 	}
-	return keep
+	c.bodyDeadline = false
+	_ = c.nc.SetReadDeadline(time.Now().Add(d))
+	_, err := io.CopyN(io.Discard, &c.body.b, maxDrain+1)
+	if isTimeout(err) {
+		c.bodyTimedOut = true
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
 }
 
 // lingerClose ends a connection whose client may still be sending a body
@@ -282,19 +322,29 @@ func headError(err error) *parseError {
 func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
 // connReader feeds the bufio.Reader: first any byte the client watcher
-// read, then the connection.
+// read, then the connection. While a request body is read, each read of
+// the connection must complete within BodyReadTimeout.
 type connReader struct {
 	c *conn
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
-	w := &r.c.watch
+	c := r.c
+	w := &c.watch
 	if w.saved {
 		w.saved = false
 		p[0] = w.byte[0]
 		return 1, nil
 	}
-	return r.c.nc.Read(p)
+	if !c.bodyDeadline {
+		return c.nc.Read(p)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.BodyReadTimeout))
+	n, err := c.nc.Read(p)
+	if err != nil && isTimeout(err) {
+		c.bodyTimedOut = true
+	}
+	return n, err
 }
 
 // watcher notices a client that goes away while its request is in the

@@ -204,6 +204,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c := w.c
 	c.watch.stop(c)
 	c.hijacked = true
+	c.bodyDeadline = false
 	c.state.Store(stateClosing)
 	return c.nc, bufio.NewReadWriter(c.br, c.bw), nil
 }

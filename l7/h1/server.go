@@ -25,6 +25,16 @@ type Server struct {
 	// arrived; IdleTimeout bounds the wait for the next request.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// BodyReadTimeout bounds every wait for request body bytes (0: none).
+	// A read that times out fails with an error matching
+	// os.ErrDeadlineExceeded and the connection closes after the
+	// response. A body the handler left unread is drained after the
+	// response, up to 256 KiB within 1 s (or BodyReadTimeout when
+	// shorter); otherwise the connection closes.
+	BodyReadTimeout time.Duration
+	// BodyTimedOut, when set, is told about every request whose body
+	// stalled past BodyReadTimeout or the drain's time budget.
+	BodyTimedOut func()
 	// Logger gets handler panics; nil means slog.Default().
 	Logger *slog.Logger
 	// Rejected, when set, is told about every request refused by the parser.
