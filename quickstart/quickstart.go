@@ -117,6 +117,9 @@ Try:
   for i in $(seq 20); do curl -s --cacert %s https://localhost:8443/v1/users/$i; done | grep -c canary
   # HTTP/2, and the request id the proxy adds
   curl -si --http2 --cacert %s https://localhost:8443/v1/users | head -5
+  # HTTP/3 over QUIC (UDP 8443). Debian 12's curl has no HTTP/3 ('curl --version' lists HTTP3
+  # when it has: then curl --http3-only works too); rampart's own tiny client does:
+  rampart get -http3 -i -cacert %s https://localhost:8443/v1/users/42
   # a write with an idempotency key
   curl -s --cacert %s -X POST -H 'Idempotency-Key: k1' -d '{"name":"ada"}' https://localhost:8443/v1/users
   # wildcard host and a rest parameter
@@ -140,11 +143,12 @@ The control plane (embedded store) is at http://127.0.0.1:9080; the admin token 
   curl -s -H "$T" http://127.0.0.1:9080/v1/revisions      # the demo config is revision r1
   # block your own address through the fast deny channel (in force within a second), then lift it
   curl -s -H "$T" --data-binary '[{kind: cidr, value: 127.0.0.1, ttl: 10m, reason: demo}]' http://127.0.0.1:9080/v1/deny/entries
-  curl -si http://localhost:8080/v1/users/1 | head -1
+  # wait until the proxy has applied it (it polls every 200 ms), then see the 403
+  for i in $(seq 50); do c=$(curl -s -o /dev/null -w '%%{http_code}' http://localhost:8080/v1/users/1); [ "$c" = 403 ] && break; sleep 0.1; done; echo "$c after $i tries"
   curl -s -H "$T" -X POST -d '{"kind":"cidr","value":"127.0.0.1/32"}' http://127.0.0.1:9080/v1/deny/expire
 
 Stop with Ctrl-C (the proxy drains in-flight requests first).
-`, dir, cert, admin, cert, cert, cert, cert, admin, admin, tokenPath(dir), tokenPath(dir))
+`, dir, cert, admin, cert, cert, cert, cert, cert, admin, admin, tokenPath(dir), tokenPath(dir))
 }
 
 func ensureKeys(dir string) (ed25519.PrivateKey, ed25519.PublicKey, error) {

@@ -20,6 +20,7 @@ Usage:
   rampart agent     [flags]   node agent: XDP, sk_lookup steering, VIPs, anycast (rampart agent teardown: detach everything)
   rampart anycast status -addr ADDR   sessions, VIPs, inputs and guard of a node agent
   rampart keygen    [flags]   make an Ed25519 key pair for signing snapshots
+  rampart get [-http3] URL    fetch a URL (HTTP/1.1, HTTP/2 or HTTP/3) to try a listener by hand
 
 Run 'rampart <command> -h' for the flags of a command.
 `
@@ -38,6 +39,7 @@ func main() {
 		"control":  cmdControl,
 		"anycast":  cmdAnycast,
 		"agent":    cmdAgent,
+		"get":      cmdGet,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	if name == "-h" || name == "--help" || name == "help" {

@@ -288,9 +288,32 @@ func TestUpQuickstart(t *testing.T) {
 	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET, HEAD" {
 		t.Errorf("DELETE: %d Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
+	// The HTTP/3 line the quickstart prints for a curl without HTTP/3.
+	h3out, code := run(t, "get", "-http3", "-i", "-cacert", filepath.Join(dir, "localhost.crt"), "https://localhost:8443/v1/users/42")
+	if code != 0 || !strings.HasPrefix(h3out, "HTTP/3.0 200") || !strings.Contains(h3out, `"path": "/v1/users/42"`) {
+		t.Errorf("rampart get -http3: exit %d\n%s", code, h3out)
+	}
+	if !strings.Contains(help.String(), "rampart get -http3") {
+		t.Errorf("the help does not show the HTTP/3 command:\n%s", help.String())
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("rampart up exited with %v", err)
+	}
+}
+
+func TestGetRefusesBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"get"},
+		{"get", "http://127.0.0.1:1/", "extra"},
+		{"get", "-cacert", "/nonexistent.pem", "https://127.0.0.1:1/"},
+		{"get", "-H", "no-colon", "http://127.0.0.1:1/"},
+		{"get", "http://127.0.0.1:1/"}, // nothing listens: a connection error, not a hang
+	} {
+		out, code := run(t, args...)
+		if code == 0 {
+			t.Errorf("rampart %v exited 0:\n%s", args, out)
+		}
 	}
 }
 
