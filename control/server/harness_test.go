@@ -63,6 +63,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, b backend)) {
 // tuning is the rollout timing of a test.
 type tuning struct {
 	bake, activeTimeout, leaseTTL time.Duration
+	tick                          time.Duration // engine tick; 0: 20ms
 	extra                         string // more YAML under rollout:
 }
 
@@ -70,6 +71,9 @@ var fast = tuning{bake: 150 * time.Millisecond, activeTimeout: 15 * time.Second,
 
 func (b backend) config(t *testing.T, tu tuning) *config.Config {
 	t.Helper()
+	if tu.tick == 0 {
+		tu.tick = 20 * time.Millisecond
+	}
 	storage := fmt.Sprintf("storage: {type: embedded, dir: %q}", b.dir)
 	if b.dsn != "" {
 		storage = fmt.Sprintf("storage: {type: postgres, postgres: {dsn: %q, lease_ttl: %s}}", b.dsn, tu.leaseTTL)
@@ -83,7 +87,7 @@ tokens:
 %s
 watch_timeout: 2s
 rollout:
-  tick: 20ms
+  tick: %s
   node_timeout: 5s
   active_timeout: %s
   bake: %s
@@ -93,7 +97,7 @@ rollout:
     - {name: region, region: eu}
     - {name: all}
   health: {max_error_rate_increase: 0.05, min_requests: 20}
-%s`, api.HashToken(adminToken), api.HashToken(readToken), api.HashToken(nodeToken), storage, tu.activeTimeout, tu.bake, tu.extra)
+%s`, api.HashToken(adminToken), api.HashToken(readToken), api.HashToken(nodeToken), storage, tu.tick, tu.activeTimeout, tu.bake, tu.extra)
 	c, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, y)

@@ -67,6 +67,8 @@ type node struct {
 	client   *nodeclient.Client
 	stop     func()
 	stopProx func()
+	report   time.Duration // node client's report interval
+	poll     time.Duration // snapshot dir poll period
 
 	mu      sync.Mutex
 	errRate func(snapshot.Version) float64
@@ -76,7 +78,13 @@ type node struct {
 }
 
 func newNode(t *testing.T, url string, id model.Identity) *node {
-	n := &node{id: id, dir: t.TempDir()}
+	return newNodeTuned(t, url, id, 50*time.Millisecond, 20*time.Millisecond)
+}
+
+// newNodeTuned is newNode with the node client's report interval and the
+// snapshot directory's poll period given (the defaults are 5s and 250ms).
+func newNodeTuned(t *testing.T, url string, id model.Identity, report, poll time.Duration) *node {
+	n := &node{id: id, dir: t.TempDir(), report: report, poll: poll}
 	n.startProxy(t)
 	n.startClient(t, url)
 	return n
@@ -87,7 +95,7 @@ func newNode(t *testing.T, url string, id model.Identity) *node {
 func (n *node) startProxy(t *testing.T) {
 	p := &fakeProxy{}
 	w := &snapdir.Watcher{Dir: filepath.Join(n.dir, "snapshots"), StateDir: filepath.Join(n.dir, "state"),
-		PublicKey: testPub, Interval: 20 * time.Millisecond, Target: p, Log: logger()}
+		PublicKey: testPub, Interval: n.poll, Target: p, Log: logger()}
 	_ = w.LoadLastKnownGood()
 	p.deny = &deny.Watcher{Path: filepath.Join(n.dir, "deny.json"), PublicKey: testPub, Interval: 50 * time.Millisecond, Logger: logger()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,7 +113,7 @@ func (n *node) startProxy(t *testing.T) {
 func (n *node) startClient(t *testing.T, url string) {
 	c, err := nodeclient.New(nodeclient.Config{URL: url, Token: nodeToken, Identity: n.id, PublicKey: testPub,
 		SnapshotDir: filepath.Join(n.dir, "snapshots"), DenyFile: filepath.Join(n.dir, "deny.json"),
-		Reporter: n.observe, ReportInterval: 50 * time.Millisecond, WatchTimeout: 2 * time.Second,
+		Reporter: n.observe, ReportInterval: n.report, WatchTimeout: 2 * time.Second,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: logger()})
 	if err != nil {
 		t.Fatal(err)
