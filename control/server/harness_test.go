@@ -64,7 +64,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, b backend)) {
 type tuning struct {
 	bake, activeTimeout, leaseTTL time.Duration
 	tick                          time.Duration // engine tick; 0: 20ms
-	extra                         string // more YAML under rollout:
+	extra                         string        // more YAML under rollout:
 }
 
 var fast = tuning{bake: 150 * time.Millisecond, activeTimeout: 15 * time.Second, leaseTTL: 2 * time.Second}
