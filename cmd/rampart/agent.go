@@ -19,6 +19,7 @@ import (
 
 // cmdAgent is `rampart agent [flags]`, and `rampart agent teardown [flags]`
 // (or -teardown): detach and unpin everything and remove the agent's VIPs.
+// Arguments left after the flags are an error: nothing runs.
 func cmdAgent(args []string) error {
 	teardownCmd := len(args) > 0 && args[0] == "teardown"
 	if teardownCmd {
@@ -50,6 +51,13 @@ func cmdAgent(args []string) error {
 	maxSockets := fs.Uint("max-sockets", 64, "steering socket slots (a change needs a teardown)")
 	teardown := fs.Bool("teardown", false, "detach and unpin everything under -pin-root and remove the agent's VIPs, then exit")
 	_ = fs.Parse(args)
+	if fs.NArg() > 0 {
+		// Flags stop at the first non-flag: "rampart agent -x teardown" would
+		// otherwise run a normal agent with "teardown" ignored.
+		fmt.Fprintf(fs.Output(), "rampart agent: unexpected arguments %q; teardown is a subcommand: rampart agent teardown [flags]\n\n", fs.Args())
+		fs.Usage()
+		return fmt.Errorf("unexpected arguments %q (usage above)", fs.Args())
+	}
 
 	c := agent.Config{
 		PinRoot: *pinRoot, Cgroup: *cgroup, Netns: *netns, SnapshotDir: *dir, StateDir: *state,
