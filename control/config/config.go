@@ -81,18 +81,18 @@ type Postgres struct {
 
 // Rollout configures staged rollouts.
 type Rollout struct {
-	Tick          Duration `yaml:"tick"`           // engine period, default 1s
-	NodeTimeout   Duration `yaml:"node_timeout"`   // default 30s
-	ActiveTimeout Duration `yaml:"active_timeout"` // default 5m
-	Bake          Duration `yaml:"bake"`           // default 5m
-	Stages        []Stage  `yaml:"stages"`         // default canary, zone-a, region-a, all
+	Tick          Duration  `yaml:"tick"`           // engine period, default 1s
+	NodeTimeout   Duration  `yaml:"node_timeout"`   // default 30s
+	ActiveTimeout Duration  `yaml:"active_timeout"` // default 5m
+	Bake          *Duration `yaml:"bake"`           // default 5m when unset; 0s is no bake
+	Stages        []Stage   `yaml:"stages"`         // default canary, zone-a, region-a, all
 	Health        struct {
 		MaxErrorRateIncrease *float64 `yaml:"max_error_rate_increase"` // default 0.01
 		MinRequests          *uint64  `yaml:"min_requests"`            // default 100
 		MaxLatencyIncreaseMs float64  `yaml:"max_latency_increase_ms"` // default 0: off
 	} `yaml:"health"`
 	Shadow struct {
-		MaxUnexpectedDifferences *int `yaml:"max_unexpected_differences"` // default -1: never pause
+		MaxUnexpectedDifferences *int `yaml:"max_unexpected_differences"` // default 0: pause on any; -1: never
 		MaxListed                int  `yaml:"max_listed"`                 // default 100
 	} `yaml:"shadow"`
 }
@@ -100,11 +100,11 @@ type Rollout struct {
 // Stage is a rollout stage; region, zone and cohort select its nodes (all
 // empty: every node).
 type Stage struct {
-	Name   string   `yaml:"name"`
-	Region string   `yaml:"region"`
-	Zone   string   `yaml:"zone"`
-	Cohort string   `yaml:"cohort"`
-	Bake   Duration `yaml:"bake"`
+	Name   string    `yaml:"name"`
+	Region string    `yaml:"region"`
+	Zone   string    `yaml:"zone"`
+	Cohort string    `yaml:"cohort"`
+	Bake   *Duration `yaml:"bake"` // unset: rollout.bake; 0s is no bake
 }
 
 // Parse reads a config strictly and fills defaults.
@@ -151,7 +151,10 @@ func (c *Config) defaults() {
 	setDur(&r.Tick, time.Second)
 	setDur(&r.NodeTimeout, 30*time.Second)
 	setDur(&r.ActiveTimeout, 5*time.Minute)
-	setDur(&r.Bake, 5*time.Minute)
+	if r.Bake == nil {
+		d := Duration(5 * time.Minute)
+		r.Bake = &d
+	}
 	if r.Health.MaxErrorRateIncrease == nil {
 		v := 0.01
 		r.Health.MaxErrorRateIncrease = &v
@@ -161,7 +164,7 @@ func (c *Config) defaults() {
 		r.Health.MinRequests = &v
 	}
 	if r.Shadow.MaxUnexpectedDifferences == nil {
-		v := -1
+		v := 0
 		r.Shadow.MaxUnexpectedDifferences = &v
 	}
 	if r.Shadow.MaxListed == 0 {
@@ -217,12 +220,19 @@ func (c *Config) validate() error {
 // Policy is the rollout policy the config describes.
 func (c *Config) Policy() rollout.Policy {
 	r := c.Rollout
-	p := rollout.Policy{ActiveTimeout: r.ActiveTimeout.D(), Bake: r.Bake.D(), NodeTimeout: r.NodeTimeout.D(),
+	p := rollout.Policy{ActiveTimeout: r.ActiveTimeout.D(), NodeTimeout: r.NodeTimeout.D(),
 		Health: rollout.Health{MaxErrorRateIncrease: *r.Health.MaxErrorRateIncrease, MinRequests: *r.Health.MinRequests,
 			MaxLatencyIncreaseMs: r.Health.MaxLatencyIncreaseMs}}
+	if r.Bake != nil {
+		p.Bake = r.Bake.D()
+	}
 	for _, s := range r.Stages {
-		p.Stages = append(p.Stages, rollout.Stage{Name: s.Name, Bake: s.Bake.D(),
-			Match: rollout.Match{Region: s.Region, Zone: s.Zone, Cohort: s.Cohort}})
+		st := rollout.Stage{Name: s.Name, Match: rollout.Match{Region: s.Region, Zone: s.Zone, Cohort: s.Cohort}}
+		if s.Bake != nil {
+			b := s.Bake.D()
+			st.Bake = &b
+		}
+		p.Stages = append(p.Stages, st)
 	}
 	return p
 }

@@ -16,7 +16,7 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := c.Policy()
-	if len(p.Stages) != 4 || p.Stages[1].Match.Zone != "eu-west-1a" || p.Stages[1].Bake != 10*time.Minute ||
+	if len(p.Stages) != 4 || p.Stages[1].Match.Zone != "eu-west-1a" || *p.Stages[1].Bake != 10*time.Minute ||
 		p.Health.MaxLatencyIncreaseMs != 50 || c.Shadow().MaxUnexpected != 0 || c.Storage.Postgres.LeaseTTL.D() != 10*time.Second {
 		t.Fatalf("%+v", p)
 	}
@@ -36,13 +36,37 @@ func TestDefaultsAndTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != "127.0.0.1:9080" || c.Storage.Type != "embedded" || len(c.Policy().Stages) != 4 || c.Shadow().MaxUnexpected != -1 ||
+	if c.Listen != "127.0.0.1:9080" || c.Storage.Type != "embedded" || len(c.Policy().Stages) != 4 || c.Shadow().MaxUnexpected != 0 ||
 		c.Policy().Health.MinRequests != 100 || c.WatchTimeout.D() != 30*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	toks, err := c.APITokens()
 	if err != nil || len(toks) != 1 || toks[0].Role != api.RoleNode || toks[0].SHA256 != mustHash(t, api.HashToken("node-secret-0123456789")) {
 		t.Fatalf("tokens %+v %v", toks, err)
+	}
+}
+
+// bake: 0s is no bake, for the policy and for a stage; unset is the
+// default (5m for the policy, the policy's for a stage).
+func TestBakeZeroIsZero(t *testing.T) {
+	base := "signing_key: k\nstorage: {dir: /x}\ntokens: [{name: a, role: admin, sha256: ab}]\n"
+	c, err := Parse([]byte(base + "rollout: {bake: 0s, stages: [{name: a, bake: 0s}, {name: b}, {name: c, bake: 2s}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Policy()
+	if p.Bake != 0 || p.Stages[0].Bake == nil || *p.Stages[0].Bake != 0 || p.Stages[1].Bake != nil || *p.Stages[2].Bake != 2*time.Second {
+		t.Fatalf("policy bake %s, stages %+v", p.Bake, p.Stages)
+	}
+	c, err = Parse([]byte(base + "rollout: {stages: [{name: a}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Policy(); p.Bake != 5*time.Minute || p.Stages[0].Bake != nil {
+		t.Fatalf("unset bake: policy %s, stage %v", p.Bake, p.Stages[0].Bake)
+	}
+	if _, err := Parse([]byte(base + "rollout: {stages: [{name: a, bake: -1s}]}\n")); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Fatalf("a negative stage bake: %v", err)
 	}
 }
 

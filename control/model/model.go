@@ -111,6 +111,12 @@ type Status struct {
 	// signature, older version or epoch); LastError says the latest why.
 	Refused   uint64 `json:"refused"`
 	LastError string `json:"last_error,omitempty"`
+	// RefusedVersion is the last snapshot version the node (its client or
+	// its proxy) refused to run, and RefusedReason why (a certificate
+	// file missing on the node, a bad signature, ...): a stage fails on
+	// the first refusal of its version.
+	RefusedVersion snapshot.Version `json:"refused_version,omitzero"`
+	RefusedReason  string           `json:"refused_reason,omitempty"`
 }
 
 // DenyEntry is one entry of the fast deny channel.

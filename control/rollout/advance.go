@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
@@ -23,7 +24,8 @@ const healthEvery = 2 * time.Second
 
 // Advance moves a staging rollout on, given the nodes' latest reports:
 // it opens the first stage, waits for the open stage's nodes to report
-// the version active (failing after ActiveTimeout), bakes it while
+// the version active (failing at once when one of them refuses it, else
+// after ActiveTimeout), bakes it while
 // comparing health, and opens the next stage or completes. A health
 // verdict of worse or unready fails the revision at any point, paused or
 // not; a paused rollout otherwise stands still.
@@ -42,6 +44,9 @@ func (p *Policy) Advance(now time.Time, ro *model.Rollout, nodes []model.Node) O
 		return p.open(now, ro, 0, live)
 	}
 	rec := &ro.Stages[len(ro.Stages)-1]
+	if refused := p.refusals(ro, live); len(refused) > 0 {
+		return fail(now, ro, rec, fmt.Sprintf("stage %s: %s", rec.Name, strings.Join(refused, "; ")))
+	}
 	h := p.Evaluate(now, ro.Version, ro.Stage, live, ro.BaselineErr, ro.BaselineLat)
 	out := Unchanged
 	if rec.Health == nil || rec.Health.Verdict != h.Verdict || now.Sub(rec.Health.At) >= healthEvery {
@@ -107,6 +112,19 @@ func (p *Policy) notActive(ro *model.Rollout, live []model.Node) []string {
 			out = append(out, n.NodeID)
 		}
 	}
+	return out
+}
+
+// refusals lists "node X refused V: reason" for the live nodes of the open
+// stages that refused the rollout's version.
+func (p *Policy) refusals(ro *model.Rollout, live []model.Node) []string {
+	var out []string
+	for _, n := range live {
+		if p.Gets(n.Identity, ro.Stage) && n.RefusedVersion == ro.Version && n.Active != ro.Version {
+			out = append(out, fmt.Sprintf("node %s refused %s: %s", n.NodeID, ro.Version, n.RefusedReason))
+		}
+	}
+	sort.Strings(out)
 	return out
 }
 

@@ -31,7 +31,7 @@ func (m Match) matches(id model.Identity) bool {
 type Stage struct {
 	Name  string
 	Match Match
-	Bake  time.Duration // 0: the policy's Bake
+	Bake  *time.Duration // nil: the policy's Bake; zero means zero
 }
 
 // Health bounds how much worse the nodes on a new version may do than the
@@ -86,8 +86,8 @@ func (p *Policy) Validate() error {
 			return fmt.Errorf("rollout: stage %q is listed twice", s.Name)
 		}
 		seen[s.Name] = true
-		if s.Bake < 0 {
-			return fmt.Errorf("rollout: stage %q: bake %s is negative", s.Name, s.Bake)
+		if s.Bake != nil && *s.Bake < 0 {
+			return fmt.Errorf("rollout: stage %q: bake %s is negative", s.Name, *s.Bake)
 		}
 	}
 	switch {
@@ -134,8 +134,8 @@ func (p *Policy) Live(nodes []model.Node, now time.Time) []model.Node {
 }
 
 func (p *Policy) bake(i int) time.Duration {
-	if b := p.Stages[i].Bake; b > 0 {
-		return b
+	if b := p.Stages[i].Bake; b != nil {
+		return *b
 	}
 	return p.Bake
 }

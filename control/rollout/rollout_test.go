@@ -106,6 +106,9 @@ func TestAdvanceFailures(t *testing.T) {
 		{"error rate", func(ns []model.Node) { ns[0].Errors = 300 }, time.Second, "error rate"},
 		{"readiness", func(ns []model.Node) { ns[0].Ready = false }, time.Second, "lost readiness"},
 		{"never active", func(ns []model.Node) { ns[0].Active = v1 }, 2 * time.Minute, "did not report"},
+		{"refused at once", func(ns []model.Node) {
+			ns[0].Active, ns[0].RefusedVersion, ns[0].RefusedReason = v1, v2, "build: open /etc/certs/x.pem: no such file or directory"
+		}, 0, "node c refused " + v2.String() + ": build: open /etc/certs/x.pem"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := policy()
@@ -118,6 +121,39 @@ func TestAdvanceFailures(t *testing.T) {
 				t.Fatalf("outcome %d, rollout %+v", got, ro)
 			}
 		})
+	}
+}
+
+// A refusal by a node outside the open stages (or of another version)
+// does not fail the stage: only its own nodes' refusals of its version do.
+func TestRefusalOutsideTheStage(t *testing.T) {
+	p := policy()
+	now := time.Unix(1000, 0)
+	ro := &model.Rollout{Revision: "r2", Version: v2, State: model.StateStaging, Stage: -1}
+	p.Advance(now, ro, nodesAt(now, nil))
+	ns := nodesAt(now, nil)
+	ns[2].RefusedVersion, ns[2].RefusedReason = v2, "build" // o1: stage "all", not open
+	ns[0].RefusedVersion, ns[0].RefusedReason = v1, "stale" // the canary refused something else
+	if got := p.Advance(now, ro, ns); got == Failed || ro.State != model.StateStaging {
+		t.Fatalf("outcome %d, rollout %+v", got, ro)
+	}
+}
+
+// A stage with bake 0 passes as soon as its nodes run the version: zero
+// is zero, not "the default".
+func TestZeroBake(t *testing.T) {
+	p := policy()
+	zero := time.Duration(0)
+	p.Stages[0].Bake = &zero
+	now := time.Unix(1000, 0)
+	ro := &model.Rollout{Revision: "r2", Version: v2, State: model.StateStaging, Stage: -1}
+	p.Advance(now, ro, nodesAt(now, nil))
+	active := nodesAt(now, map[string]snapshot.Version{"c": v2})
+	if p.Advance(now, ro, active) != Changed || ro.Phase != model.PhaseBaking {
+		t.Fatalf("not baking: %+v", ro)
+	}
+	if p.Advance(now, ro, active) != Changed || ro.Stage != 1 || ro.Stages[0].Result != "passed" {
+		t.Fatalf("a zero bake did not pass at once: %+v", ro)
 	}
 }
 
