@@ -211,6 +211,9 @@ routes:
 
 // `rampart up`, as `make run` starts it: every curl it prints works.
 func TestUpQuickstart(t *testing.T) {
+	// The quickstart listens on fixed loopback ports: a second test suite
+	// running beside this one (CI on a shared box) waits for its turn.
+	lockFixedPorts(t)
 	for _, a := range []string{"127.0.0.1:8443", "127.0.0.1:8080", "127.0.0.1:9081", "127.0.0.1:9082", "127.0.0.1:9901", "127.0.0.1:9080"} {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
@@ -354,4 +357,19 @@ func waitMetric(t *testing.T, admin, line string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("metric %q never appeared", line)
+}
+
+// lockFixedPorts holds an exclusive flock, across processes, until the test
+// ends, so tests of concurrent suites that need the quickstart's fixed ports
+// run one at a time.
+func lockFixedPorts(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "rampart-quickstart-ports.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("flock %s: %v", f.Name(), err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
 }
