@@ -130,7 +130,7 @@ func (l *Limiter) acquire(ctx context.Context, deadline time.Time, p *Pool) (*Co
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if c := p.takeIdle(); c != nil {
+		if c := p.takeFresh(0); c != nil {
 			return c, nil
 		}
 		if l.tryOpen() || (l.evictIdle() && l.tryOpen()) {

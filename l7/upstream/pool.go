@@ -45,6 +45,7 @@ type Pool struct {
 	dials   atomic.Uint64
 	reuses  atomic.Uint64
 	expired atomic.Uint64
+	stale   [numStaleReasons]atomic.Uint64
 }
 
 // NewPool returns an empty pool for addr (host:port).
@@ -74,6 +75,7 @@ func (p *Pool) Addr() string { return p.addr }
 type Stats struct {
 	Open, Idle            int
 	Dials, Reuses, Expire uint64
+	Stale                 StaleCounts // idle connections found unusable on take
 }
 
 // Stats returns the pool's counters.
@@ -81,7 +83,11 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	idle := len(p.idle)
 	p.mu.Unlock()
-	return Stats{Open: int(p.open.Load()), Idle: idle, Dials: p.dials.Load(), Reuses: p.reuses.Load(), Expire: p.expired.Load()}
+	st := Stats{Open: int(p.open.Load()), Idle: idle, Dials: p.dials.Load(), Reuses: p.reuses.Load(), Expire: p.expired.Load()}
+	for i := range p.stale {
+		st.Stale[i] = p.stale[i].Load()
+	}
+	return st
 }
 
 // Get returns an idle connection used within maxIdleAge (any age when
@@ -98,8 +104,6 @@ func (p *Pool) Get(ctx context.Context, deadline time.Time, maxIdleAge time.Dura
 			return nil, err
 		}
 		if c != nil {
-			c.Reused = true
-			p.reuses.Add(1)
 			return c, nil
 		}
 	}
@@ -110,8 +114,8 @@ func (p *Pool) Get(ctx context.Context, deadline time.Time, maxIdleAge time.Dura
 	return c, err
 }
 
-// takeFresh pops the newest idle connection younger than maxIdleAge,
-// closing stale ones on the way.
+// takeFresh pops the newest idle connection younger than maxIdleAge that
+// is still silent (see stale), closing the others on the way.
 func (p *Pool) takeFresh(maxIdleAge time.Duration) *Conn {
 	now := time.Now()
 	for {
@@ -122,6 +126,12 @@ func (p *Pool) takeFresh(maxIdleAge time.Duration) *Conn {
 		age := now.Sub(c.idleSince)
 		if age > p.cfg.IdleTimeout || (maxIdleAge > 0 && age > maxIdleAge) {
 			p.expired.Add(1)
+			c.close()
+			continue
+		}
+		if why, bad := c.stale(); bad {
+			p.stale[why].Add(1)
+			staleTotal[why].Add(1)
 			c.close()
 			continue
 		}
@@ -169,12 +179,14 @@ func (p *Pool) dial(ctx context.Context, deadline time.Time) (*Conn, error) {
 		return nil, &DialError{Addr: p.addr, Err: err}
 	}
 	p.open.Add(1)
-	return &Conn{
+	c := &Conn{
 		nc:   nc,
 		pool: p,
 		br:   bufio.NewReaderSize(nc, 16<<10),
 		bw:   bufio.NewWriterSize(nc, 16<<10),
-	}, nil
+	}
+	c.probe.init(nc)
+	return c, nil
 }
 
 // put returns a healthy connection to the idle list, or closes it.
@@ -234,6 +246,7 @@ type Conn struct {
 	Reused bool
 	closed bool
 	body   wire.Body
+	probe  prober
 }
 
 // Body returns the connection's response body reader, set up for a response
@@ -263,12 +276,17 @@ func (c *Conn) Release(reusable bool) {
 	if c.closed {
 		return
 	}
-	if !reusable || c.br.Buffered() != 0 {
+	if !reusable {
+		c.close()
+		return
+	}
+	if c.br.Buffered() != 0 { // bytes behind a complete response: never pooled
+		c.pool.stale[StaleUnsolicited].Add(1)
+		staleTotal[StaleUnsolicited].Add(1)
 		c.close()
 		return
 	}
 	c.pool.put(c) // its deadline is stale, and the next user sets a new one
-
 }
 
 // Answered waits until the upstream has sent a first response byte, for
