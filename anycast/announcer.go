@@ -67,7 +67,7 @@ func New(cfg Config, opts Options) (*Announcer, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	m, err := newMetrics(opts.Registerer)
+	m, err := newMetrics(opts.Registerer, cfg.DryRun != DryRunOff)
 	if err != nil {
 		return nil, fmt.Errorf("register anycast metrics: %w", err)
 	}

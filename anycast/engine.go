@@ -40,11 +40,15 @@ func (s VIPState) route() route {
 	return routeNone
 }
 
-// transition is one change of a VIP's state, reported for logs and metrics.
+// transition is one change of a VIP's state, reported for logs and
+// metrics. A note (from == to) changes nothing: it says once that damping
+// holds a healthy VIP back, and is only logged.
 type transition struct {
 	vip      *vip
 	from, to VIPState
 	why      string
+	holdLeft time.Duration // > 0: a hold-down keeps the VIP from returning this much longer
+	note     bool
 }
 
 // vip is a VIP's decision state.
@@ -59,7 +63,8 @@ type vip struct {
 	reason   string
 	guard    string // the guard's latest verdict, when it was asked
 	others   []SiteRoute
-	retiring bool // removed from the config: drain, withdraw, forget
+	retiring bool      // removed from the config: drain, withdraw, forget
+	noted    time.Time // the hold-down end already logged in a note
 }
 
 // engine decides every VIP from its inputs, the damping and the guard. It
@@ -217,9 +222,10 @@ func (e *engine) decide(now time.Time, sites func(netip.Prefix) []SiteRoute) []t
 func (e *engine) step(v *vip, now time.Time, sites func(netip.Prefix) []SiteRoute) (transition, bool) {
 	ok, why := v.healthy()
 	from := v.state
+	var holdLeft time.Duration // > 0 while damping holds a healthy VIP back
 	move := func(to VIPState, reason string) (transition, bool) {
 		v.state, v.since, v.reason = to, now, reason
-		return transition{vip: v, from: from, to: to, why: reason}, true
+		return transition{vip: v, from: from, to: to, why: reason, holdLeft: holdLeft}, true
 	}
 	mayReturn := func() (bool, string) {
 		if e.stopping {
@@ -230,9 +236,20 @@ func (e *engine) step(v *vip, now time.Time, sites func(netip.Prefix) []SiteRout
 		}
 		at, n := e.reannounceAt(v, now)
 		if now.Before(at) {
-			return false, fmt.Sprintf("all inputs up; hold-down until %s (%d fall(s) within %s)", at.Format(time.RFC3339Nano), n, e.flapWindow)
+			holdLeft = at.Sub(now)
+			return false, fmt.Sprintf("all inputs up but held down by damping for %s more (until %s; %d fall(s) within %s)",
+				holdLeft.Round(time.Millisecond), at.Format(time.RFC3339Nano), n, e.flapWindow)
 		}
 		return true, why
+	}
+	// note says once per hold-down that it keeps the healthy VIP back.
+	note := func(reason string) (transition, bool) {
+		at := now.Add(holdLeft)
+		if holdLeft <= 0 || v.noted.Equal(at) {
+			return transition{}, false
+		}
+		v.noted = at
+		return transition{vip: v, from: v.state, to: v.state, why: reason, holdLeft: holdLeft, note: true}, true
 	}
 	if v.retiring {
 		const gone = "removed from the config"
@@ -253,6 +270,7 @@ func (e *engine) step(v *vip, now time.Time, sites func(netip.Prefix) []SiteRout
 			return move(StateAnnounced, reason)
 		} else {
 			v.reason = reason
+			return note(reason)
 		}
 	case StateAnnounced:
 		switch {
@@ -266,7 +284,8 @@ func (e *engine) step(v *vip, now time.Time, sites func(netip.Prefix) []SiteRout
 		}
 		v.reason = why
 	case StateDraining, StateHeld:
-		if yes, reason := mayReturn(); yes {
+		yes, reason := mayReturn()
+		if yes {
 			v.guard, v.others = "", nil
 			return move(StateAnnounced, reason)
 		}
@@ -274,9 +293,12 @@ func (e *engine) step(v *vip, now time.Time, sites func(netip.Prefix) []SiteRout
 			v.reason = "stopping"
 			return transition{}, false
 		}
+		if holdLeft > 0 {
+			why = reason // healthy, but the hold-down lets the drain go on
+		}
 		if v.state == StateDraining && now.Before(v.drainEnd) {
 			v.reason = fmt.Sprintf("draining until %s: %s", v.drainEnd.Format(time.RFC3339Nano), why)
-			return transition{}, false
+			return note(v.reason)
 		}
 		v.others = sites(v.prefix)
 		allow, _, verdict := guardAllows(e.self, e.minSites, v.others)
@@ -291,10 +313,10 @@ func (e *engine) step(v *vip, now time.Time, sites func(netip.Prefix) []SiteRout
 			v.drainEnd = now.Add(e.drain)
 			return move(StateDraining, "guard now allows ("+verdict+"): draining once more before withdrawing; "+why)
 		}
-		reason := "guard holds it: " + verdict + "; " + why
+		reason = "guard holds it: " + verdict + "; " + why
 		if v.state == StateHeld {
 			v.reason = reason
-			return transition{}, false
+			return note(reason)
 		}
 		return move(StateHeld, reason)
 	}

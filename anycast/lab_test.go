@@ -123,6 +123,27 @@ func (s *site) metric(t *testing.T, name, vip, to string) float64 {
 	return 0
 }
 
+// stateMetric is the value of a vip_state gauge for vip in state (0 when absent).
+func (s *site) stateMetric(t *testing.T, name, vip, state string) float64 {
+	t.Helper()
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if mf.GetName() == name && labels["vip"] == vip && labels["state"] == state {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 // routes returns BIRD's paths for net (one per announcing site).
 func routes(t *testing.T, r *birdtest.Router, net string) []birdtest.Route {
 	t.Helper()

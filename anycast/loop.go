@@ -141,6 +141,12 @@ func routeName(r route) string {
 
 func (a *Announcer) logTransition(t transition) {
 	p := t.vip.cfg.Prefix
+	dry := a.fixed.DryRun != DryRunOff
+	if t.note {
+		a.log.Info("anycast: vip "+string(t.to)+", held down by damping", "vip", p, "hold_down_left",
+			t.holdLeft.Round(time.Millisecond).String(), "why", t.why, "dry_run", dry)
+		return
+	}
 	a.m.transitions.WithLabelValues(p, transitionLabel(t.to)).Inc()
 	a.m.vipState.WithLabelValues(p, string(t.from)).Set(0)
 	a.m.vipState.WithLabelValues(p, string(t.to)).Set(1)
@@ -150,8 +156,11 @@ func (a *Announcer) logTransition(t transition) {
 		a.m.guardTotal.WithLabelValues(p).Inc()
 		level = slog.LevelWarn
 	}
-	a.log.Log(context.Background(), level, "anycast: vip "+string(t.to), "vip", p, "from", string(t.from),
-		"why", t.why, "dry_run", a.fixed.DryRun != DryRunOff)
+	attrs := []any{"vip", p, "from", string(t.from), "why", t.why, "dry_run", dry}
+	if t.holdLeft > 0 {
+		attrs = append(attrs, "hold_down_left", t.holdLeft.Round(time.Millisecond).String())
+	}
+	a.log.Log(context.Background(), level, "anycast: vip "+string(t.to), attrs...)
 }
 
 func (a *Announcer) updateGauges() {
@@ -163,6 +172,10 @@ func (a *Announcer) updateGauges() {
 		}
 	}
 	a.mu.Unlock()
+	if a.m.wouldSend != nil { // a dry run: nothing is on the wire
+		a.m.wouldSend.Set(float64(n))
+		n = 0
+	}
 	a.m.announced.Set(float64(n))
 	if a.sp == nil {
 		return

@@ -11,11 +11,14 @@ import (
 
 // Attributes is what a VIP's path carries, as the status shows it.
 type Attributes struct {
-	NextHop          string   `json:"next_hop"`
-	ASPath           []uint32 `json:"as_path_prepend,omitempty"` // before the session's own AS is added
-	MED              *uint32  `json:"med,omitempty"`
-	Communities      []string `json:"communities,omitempty"`
-	LargeCommunities []string `json:"large_communities,omitempty"`
+	NextHop string `json:"next_hop"`
+	// NextHopByPeer: in the status, each session's next hop when the
+	// path's is "self" and the sessions' local addresses differ.
+	NextHopByPeer    map[string]string `json:"next_hop_by_peer,omitempty"`
+	ASPath           []uint32          `json:"as_path_prepend,omitempty"` // before the session's own AS is added
+	MED              *uint32           `json:"med,omitempty"`
+	Communities      []string          `json:"communities,omitempty"`
+	LargeCommunities []string          `json:"large_communities,omitempty"`
 }
 
 // key is a's identity: two paths with equal keys are the same on the wire.

@@ -13,16 +13,20 @@ const StatusPath = "/anycast/status"
 
 // Status is the announcer's whole state, as JSON on StatusPath.
 type Status struct {
-	Time     time.Time       `json:"time"`
-	Site     uint32          `json:"site"`
-	LocalAS  uint32          `json:"local_as"`
-	RouterID string          `json:"router_id"`
-	DryRun   string          `json:"dry_run"`
-	Stopping bool            `json:"stopping"`
-	MinSites int             `json:"min_sites"`
-	Sessions []SessionStatus `json:"sessions"`
-	VIPs     []VIPStatus     `json:"vips"`
-	Inputs   []InputStatus   `json:"inputs"`
+	Time     time.Time `json:"time"`
+	Site     uint32    `json:"site"`
+	LocalAS  uint32    `json:"local_as"`
+	RouterID string    `json:"router_id"`
+	DryRun   string    `json:"dry_run"`
+	// PrefixesAnnounced counts the paths on the wire: 0 in a dry run,
+	// where PrefixesWouldAnnounce counts what would be sent.
+	PrefixesAnnounced     int             `json:"prefixes_announced"`
+	PrefixesWouldAnnounce int             `json:"prefixes_would_announce,omitempty"`
+	Stopping              bool            `json:"stopping"`
+	MinSites              int             `json:"min_sites"`
+	Sessions              []SessionStatus `json:"sessions"`
+	VIPs                  []VIPStatus     `json:"vips"`
+	Inputs                []InputStatus   `json:"inputs"`
 }
 
 // VIPStatus is one VIP: its state, why, what is on the wire and the guard.
@@ -32,9 +36,13 @@ type VIPStatus struct {
 	Since  time.Time `json:"since"`
 	// Reason says why the VIP is (or is not) announced.
 	Reason string `json:"reason"`
-	// OnWire is the path the speaker sends (in a dry run: would send);
-	// nil when none.
+	// OnWire is the path the speaker sends; nil when none, and always in
+	// a dry run, where WouldSend is the path it would send and DryRun
+	// says what it would do ("would announce", "would withdraw", …). An
+	// unspecified next hop is shown as the session's local address.
 	OnWire    *Attributes `json:"on_wire,omitempty"`
+	WouldSend *Attributes `json:"would_send,omitempty"`
+	DryRun    string      `json:"dry_run,omitempty"`
 	WireError string      `json:"wire_error,omitempty"`
 	Inputs    []string    `json:"inputs"`
 	DrainEnd  time.Time   `json:"drain_end,omitzero"`
@@ -68,7 +76,16 @@ func (a *Announcer) Status() Status {
 		if v.reason == "" {
 			vs.Reason = "not decided yet"
 		}
-		vs.OnWire = a.applied[v].a
+		if w := a.applied[v]; a.fixed.DryRun == DryRunOff {
+			vs.OnWire = w.a
+		} else {
+			vs.WouldSend, vs.DryRun = w.a, "would "+routeName(w.r)
+		}
+		if w := a.applied[v]; w.r != routeNone && a.fixed.DryRun == DryRunOff {
+			st.PrefixesAnnounced++
+		} else if w.r != routeNone {
+			st.PrefixesWouldAnnounce++
+		}
 		for _, in := range v.inputs {
 			vs.Inputs = append(vs.Inputs, in.cfg.Name)
 		}
@@ -89,6 +106,10 @@ func (a *Announcer) Status() Status {
 	a.mu.Unlock()
 	if sp != nil {
 		st.Sessions = sp.sessions(context.Background())
+	}
+	for i := range st.VIPs {
+		st.VIPs[i].OnWire = resolveNextHop(st.VIPs[i].OnWire, st.Sessions)
+		st.VIPs[i].WouldSend = resolveNextHop(st.VIPs[i].WouldSend, st.Sessions)
 	}
 	return st
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -94,7 +95,11 @@ func WriteStatus(w io.Writer, st *Status) error {
 		return st.Time.Sub(t).Round(time.Second).String() + " ago"
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "site %d  AS %d  router id %s  min_sites %d  dry run %s", st.Site, st.LocalAS, st.RouterID, st.MinSites, st.DryRun)
+	fmt.Fprintf(tw, "site %d  AS %d  router id %s  min_sites %d  dry run %s  prefixes announced %d",
+		st.Site, st.LocalAS, st.RouterID, st.MinSites, st.DryRun, st.PrefixesAnnounced)
+	if st.DryRun != DryRunOff {
+		fmt.Fprintf(tw, " (dry run: would announce %d)", st.PrefixesWouldAnnounce)
+	}
 	if st.Stopping {
 		fmt.Fprint(tw, "  STOPPING")
 	}
@@ -111,13 +116,17 @@ func WriteStatus(w io.Writer, st *Status) error {
 	}
 	fmt.Fprintf(tw, "\nVIP\tSTATE\tSINCE\tWHY\n")
 	for _, v := range st.VIPs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Prefix, v.State, ago(v.Since), v.Reason)
-		if a := v.OnWire; a != nil {
-			label := "on the wire"
-			if st.DryRun != DryRunOff {
-				label = "would send (dry run)"
-			}
-			fmt.Fprintf(tw, "\t  %s: next hop %s", label, a.NextHop)
+		state := string(v.State)
+		if v.DryRun != "" {
+			state += " (dry run: " + v.DryRun + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Prefix, state, ago(v.Since), v.Reason)
+		a, label := v.OnWire, "on the wire"
+		if a == nil && v.WouldSend != nil {
+			a, label = v.WouldSend, "would send (dry run, not sent)"
+		}
+		if a != nil {
+			fmt.Fprintf(tw, "\t  %s: next hop %s", label, nextHopText(a))
 			if len(a.ASPath) > 0 {
 				fmt.Fprintf(tw, ", prepend %v", a.ASPath)
 			}
@@ -161,4 +170,20 @@ func WriteStatus(w io.Writer, st *Status) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", in.Name, kind, state, last, run, in.Rise, in.Fall, in.Detail)
 	}
 	return tw.Flush()
+}
+
+// nextHopText is a path's next hop for people: "self" says whose address.
+func nextHopText(a *Attributes) string {
+	if a.NextHop != nextHopSelf {
+		return a.NextHop
+	}
+	if len(a.NextHopByPeer) == 0 {
+		return "self (each session's local address; none established)"
+	}
+	var per []string
+	for peer, nh := range a.NextHopByPeer {
+		per = append(per, nh+" to "+peer)
+	}
+	sort.Strings(per)
+	return "self (" + strings.Join(per, ", ") + ")"
 }
