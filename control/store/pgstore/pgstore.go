@@ -5,11 +5,12 @@
 // epoch, expires_at by the database clock). The holder renews it every
 // TTL/3; when it lapses another instance takes it over and increments the
 // epoch, so its snapshot versions (epoch, sequence) sort after the old
-// holder's. Every write transaction first locks the lease row and checks
-// that this instance still holds it with its epoch and unexpired, so a
-// takeover and an old holder's write are serialised; and an instance
-// whose lease lapsed by its own clock refuses writes at once, without
-// asking the database. Events are written to an outbox table in the
+// holder's. Every write transaction is fenced at commit: a deferred
+// trigger checks, inside COMMIT, that the transaction's lease (holder,
+// epoch) is current and unexpired by the database clock, holding the
+// lease row FOR SHARE, which a takeover's UPDATE conflicts with (see
+// fence.go and migrations/002_fence.sql). An instance whose lease lapsed
+// by its own clock refuses writes at once, without asking the database. Events are written to an outbox table in the
 // transaction of the change, sent with NOTIFY on commit, published to this
 // instance's subscribers after commit, and picked up by other instances by
 // LISTEN and by polling the outbox.
@@ -20,7 +21,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -41,8 +41,18 @@ type Options struct {
 	Instance string        // this instance's name in the lease; default host-pid-random
 	LeaseTTL time.Duration // default 10s; renewed every TTL/3
 	// Poll is how often the outbox is read besides LISTEN; default 1s.
-	Poll   time.Duration
-	Logger *slog.Logger
+	Poll time.Duration
+	// TxIdleTimeout is the idle_in_transaction_session_timeout of write
+	// transactions: the server ends a session idle inside one this long
+	// (a paused or dead leader), aborting it and freeing its row locks.
+	// Default TTL/2; it must exceed the longest pause between a write
+	// transaction's statements (signing a large snapshot).
+	TxIdleTimeout time.Duration
+	// BeforeCommit, when set, is called after a write transaction's
+	// function returned and before COMMIT, with the events it emitted:
+	// a hook for tests and failover drills (pause the process there).
+	BeforeCommit func(ctx context.Context, events []model.Event)
+	Logger       *slog.Logger
 }
 
 // Store is a PostgreSQL store.Store.
@@ -71,6 +81,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if o.Poll <= 0 {
 		o.Poll = time.Second
+	}
+	if o.TxIdleTimeout <= 0 {
+		o.TxIdleTimeout = o.LeaseTTL / 2
 	}
 	if o.Instance == "" {
 		host, _ := os.Hostname()
@@ -114,38 +127,6 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return store.ErrNotLeader
 	}
 	return s.update(ctx, epoch, fn)
-}
-
-func (s *Store) update(ctx context.Context, epoch uint64, fn func(store.Tx) error) error {
-	ptx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
-	if err != nil {
-		return fmt.Errorf("postgres store: begin: %w", err)
-	}
-	defer func() { _ = ptx.Rollback(context.Background()) }()
-	var one int
-	err = ptx.QueryRow(ctx, `SELECT 1 FROM lease WHERE id = 1 AND holder = $1 AND epoch = $2
-		AND expires_at > clock_timestamp() FOR UPDATE`, s.opt.Instance, int64(epoch)).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		s.lease.lost(epoch)
-		return store.ErrNotLeader
-	}
-	if err != nil {
-		return fmt.Errorf("postgres store: check lease: %w", err)
-	}
-	t := &tx{tx: ptx, epoch: epoch}
-	if err := fn(t); err != nil {
-		return err
-	}
-	if n := len(t.events); n > 0 {
-		if _, err := ptx.Exec(ctx, "SELECT pg_notify('rampart_events', $1)", fmt.Sprint(t.events[n-1].ID)); err != nil {
-			return fmt.Errorf("postgres store: notify: %w", err)
-		}
-	}
-	if err := ptx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres store: commit: %w", err)
-	}
-	s.deliver(t.events)
-	return nil
 }
 
 // View runs fn in a read-only transaction (any instance).
