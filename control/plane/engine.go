@@ -17,10 +17,48 @@ import (
 // the staging one (rollout.Policy.Advance) and applies the outcome. Only
 // the lease holder steps (others get store.ErrNotLeader).
 func (p *Plane) Step(ctx context.Context) error {
+	_, err := p.step(ctx)
+	return err
+}
+
+// maxSteps bounds the steps one wake-up takes in a row.
+const maxSteps = 16
+
+// steps steps the engine until a step decides nothing (a rollout
+// started, a stage opened, a phase or the state changed: look again at
+// once), so an event moves a rollout as far as it can go right away.
+func (p *Plane) steps(ctx context.Context) error {
+	for i := 0; i < maxSteps; i++ {
+		moved, err := p.step(ctx)
+		if err != nil || !moved {
+			return err
+		}
+	}
+	return nil
+}
+
+// wakeEngine makes the engine step now instead of at its next tick.
+func (p *Plane) wakeEngine() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// nodeReported wakes the engine when a node's report can move the
+// staging rollout: the node runs or refused its version, or is unready.
+func (p *Plane) nodeReported(s model.Status) {
+	r := p.view.Load().rolling
+	if r != nil && (s.Active == r.Version || s.RefusedVersion == r.Version || !s.Ready) {
+		p.wakeEngine()
+	}
+}
+
+func (p *Plane) step(ctx context.Context) (bool, error) {
 	p.engMu.Lock()
 	defer p.engMu.Unlock()
 	if !p.st.Leader().Leader {
-		return store.ErrNotLeader
+		return false, store.ErrNotLeader
 	}
 	var open []*model.Rollout
 	var fleet *model.Fleet
@@ -33,11 +71,11 @@ func (p *Plane) Step(ctx context.Context) error {
 		return err
 	})
 	if err != nil || len(open) == 0 {
-		return err
+		return false, err
 	}
 	nodes, err := p.st.Nodes(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, ro := range open {
 		if ro.State == model.StateStaging {
@@ -46,7 +84,7 @@ func (p *Plane) Step(ctx context.Context) error {
 	}
 	newest := open[len(open)-1]
 	if newest.Paused {
-		return nil
+		return false, nil
 	}
 	return p.start(ctx, newest, fleet, nodes)
 }
@@ -57,7 +95,7 @@ func (p *Plane) Step(ctx context.Context) error {
 // staging. A revision whose version is not above every version already
 // published (a rollback went out after it was submitted) is published
 // again under a new version instead, and that rollout starts next.
-func (p *Plane) start(ctx context.Context, ro *model.Rollout, fleet *model.Fleet, nodes []model.Node) error {
+func (p *Plane) start(ctx context.Context, ro *model.Rollout, fleet *model.Fleet, nodes []model.Node) (bool, error) {
 	var oldCfg, newCfg *snapshot.Config
 	err := p.st.View(ctx, func(tx store.Tx) error {
 		var err error
@@ -70,14 +108,15 @@ func (p *Plane) start(ctx context.Context, ro *model.Rollout, fleet *model.Fleet
 		return err
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	rep, err := shadow.Check(oldCfg, newCfg, fleet.Stable, p.o.Shadow.MaxListed)
 	if err != nil {
-		return err
+		return false, err
 	}
 	now := time.Now().UTC()
-	return p.update(ctx, func(tx store.Tx) error {
+	moved := false
+	err = p.update(ctx, func(tx store.Tx) error {
 		cur, err := tx.Rollout(ctx, ro.Revision)
 		if err != nil {
 			return err
@@ -111,6 +150,7 @@ func (p *Plane) start(ctx context.Context, ro *model.Rollout, fleet *model.Fleet
 			if err := p.putRollout(ctx, tx, cur); err != nil {
 				return err
 			}
+			moved = true
 			return p.putRollout(ctx, tx, &model.Rollout{Revision: nr.ID, Version: nr.Version, State: model.StatePending,
 				Stage: -1, CreatedAt: now, UpdatedAt: now})
 		}
@@ -124,20 +164,25 @@ func (p *Plane) start(ctx context.Context, ro *model.Rollout, fleet *model.Fleet
 		}
 		p.log.Info("rollout started", "revision", cur.Revision, "baseline", cur.Baseline,
 			"shadow_differences", rep.Differences, "unexpected", rep.Unexpected, "paused", cur.Paused)
+		moved = !cur.Paused
 		return p.putRollout(ctx, tx, cur)
 	})
+	return moved && err == nil, err
 }
 
 // advance applies rollout.Policy.Advance to a staging rollout.
-func (p *Plane) advance(ctx context.Context, id string, nodes []model.Node) error {
-	return p.update(ctx, func(tx store.Tx) error {
+func (p *Plane) advance(ctx context.Context, id string, nodes []model.Node) (bool, error) {
+	moved := false
+	err := p.update(ctx, func(tx store.Tx) error {
 		ro, err := tx.Rollout(ctx, id)
 		if err != nil || ro.State != model.StateStaging {
 			return err
 		}
 		now := time.Now().UTC()
-		stage := ro.Stage
-		switch p.o.Policy.Advance(now, ro, nodes) {
+		stage, phase := ro.Stage, ro.Phase
+		out := p.o.Policy.Advance(now, ro, nodes)
+		moved = out == rollout.Failed || out == rollout.Completed || ro.Stage != stage || ro.Phase != phase
+		switch out {
 		case rollout.Unchanged:
 			return nil
 		case rollout.Failed:
@@ -161,6 +206,7 @@ func (p *Plane) advance(ctx context.Context, id string, nodes []model.Node) erro
 		}
 		return tx.PutRollout(ctx, ro) // health sample or phase: no event
 	})
+	return moved && err == nil, err
 }
 
 // finish closes a failed or aborted rollout: if any stage was open, the

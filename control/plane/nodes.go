@@ -81,5 +81,12 @@ func (p *Plane) Report(ctx context.Context, s model.Status) error {
 	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.LatencyMs < 0 || s.Errors > s.Requests {
 		return badRequest("error_rate must be within 0..1, latency_ms and errors not negative, errors at most requests")
 	}
-	return p.st.PutNode(ctx, &model.Node{Status: s, SeenAt: time.Now().UTC(), Instance: p.st.Leader().Instance})
+	if err := checkText("refused_reason", s.RefusedReason, 2048); err != nil {
+		return err
+	}
+	if err := p.st.PutNode(ctx, &model.Node{Status: s, SeenAt: time.Now().UTC(), Instance: p.st.Leader().Instance}); err != nil {
+		return err
+	}
+	p.nodeReported(s) // engine.go: wakes the engine when the report can move the rollout
+	return nil
 }

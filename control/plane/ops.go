@@ -56,6 +56,7 @@ func (p *Plane) Abort(ctx context.Context, id, reason string) (*model.Rollout, e
 		out = ro
 		return p.finish(ctx, tx, ro)
 	})
+	p.wakeEngine()
 	return out, err
 }
 
@@ -84,6 +85,7 @@ func (p *Plane) change(ctx context.Context, id string, fn func(*model.Rollout) e
 		out = ro
 		return p.putRollout(ctx, tx, ro)
 	})
+	p.wakeEngine()
 	return out, err
 }
 
@@ -142,5 +144,6 @@ func (p *Plane) Rollback(ctx context.Context, to string, staged bool, message st
 		}
 		return tx.Emit(ctx, model.EventRevision, rev.ID)
 	})
+	p.wakeEngine()
 	return rev, err
 }

@@ -57,6 +57,7 @@ type Plane struct {
 	view    atomic.Pointer[view]
 	hub     hub
 	refresh chan struct{}
+	kick    chan struct{} // wakes the rollout engine (engine.go: wakeEngine)
 
 	cacheMu sync.Mutex
 	files   map[string][]byte // snapshot files by revision id
@@ -90,7 +91,7 @@ func New(o Options) (*Plane, error) {
 		o.Logger = slog.Default()
 	}
 	p := &Plane{o: o, st: o.Store, pub: o.Key.Public().(ed25519.PublicKey), log: o.Logger,
-		refresh: make(chan struct{}, 1), files: map[string][]byte{}}
+		refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), files: map[string][]byte{}}
 	p.view.Store(&view{})
 	p.hub.init()
 	o.Store.Subscribe(func(model.Event) { p.poke() })
@@ -114,8 +115,9 @@ func (p *Plane) poke() {
 }
 
 // Run refreshes the node view on every event (and every Refresh), and
-// steps the rollout engine every Tick while this instance leads, until
-// ctx ends.
+// steps the rollout engine when woken (a submission, a steer, a node
+// report that matters) and every Tick as a backstop, while this instance
+// leads, until ctx ends.
 func (p *Plane) Run(ctx context.Context) error {
 	if err := p.reload(ctx); err != nil {
 		p.log.Warn("initial view", "err", err)
@@ -145,8 +147,9 @@ func (p *Plane) engine(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-p.kick:
 		}
-		if err := p.Step(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrNotLeader) {
+		if err := p.steps(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrNotLeader) {
 			p.log.Warn("rollout step", "err", err)
 		}
 	}

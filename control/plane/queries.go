@@ -86,30 +86,70 @@ func (p *Plane) Diff(ctx context.Context, from, to string) (*model.Diff, error) 
 	return &d, nil
 }
 
+// RolloutStatus is a rollout as the API shows it: the record, and for a
+// pending rollout that waits for another one to finish (one rollout
+// stages at a time), which one.
+type RolloutStatus struct {
+	*model.Rollout
+	// QueuedBehind is the staging revision a pending rollout waits for;
+	// when it ends, the newest pending rollout starts and older pending
+	// ones are superseded.
+	QueuedBehind string `json:"queued_behind,omitempty"`
+}
+
 // Rollouts lists up to limit rollouts, newest first (open: only pending
 // and staging ones, oldest first).
-func (p *Plane) Rollouts(ctx context.Context, open bool, limit int) ([]*model.Rollout, error) {
-	var out []*model.Rollout
+func (p *Plane) Rollouts(ctx context.Context, open bool, limit int) ([]*RolloutStatus, error) {
+	var out []*RolloutStatus
 	err := p.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		out, err = tx.Rollouts(ctx, open, limit)
+		ros, err := tx.Rollouts(ctx, open, limit)
+		if err != nil {
+			return err
+		}
+		staging, err := stagingRevision(ctx, tx)
+		for _, ro := range ros {
+			out = append(out, queued(ro, staging))
+		}
 		return err
 	})
 	return out, err
 }
 
 // Rollout returns the rollout of a revision.
-func (p *Plane) Rollout(ctx context.Context, id string) (*model.Rollout, error) {
-	var out *model.Rollout
+func (p *Plane) Rollout(ctx context.Context, id string) (*RolloutStatus, error) {
+	var out *RolloutStatus
 	err := p.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		out, err = tx.Rollout(ctx, id)
+		ro, err := tx.Rollout(ctx, id)
+		if err != nil {
+			return err
+		}
+		staging, err := stagingRevision(ctx, tx)
+		out = queued(ro, staging)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rollout %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// stagingRevision is the revision of the staging rollout, or "".
+func stagingRevision(ctx context.Context, tx store.Tx) (string, error) {
+	open, err := tx.Rollouts(ctx, true, 1000)
+	for _, o := range open {
+		if o.State == model.StateStaging {
+			return o.Revision, err
+		}
+	}
+	return "", err
+}
+
+func queued(ro *model.Rollout, staging string) *RolloutStatus {
+	rs := &RolloutStatus{Rollout: ro}
+	if ro.State == model.StatePending && staging != "" && staging != ro.Revision {
+		rs.QueuedBehind = staging
+	}
+	return rs
 }
 
 // FleetView is every node with what it runs and what it should run.

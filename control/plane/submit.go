@@ -82,6 +82,7 @@ func (p *Plane) Submit(ctx context.Context, s Submission) (*model.Revision, bool
 	if err != nil {
 		return nil, false, err
 	}
+	p.wakeEngine()
 	p.log.Info("revision created", "revision", rev.ID, "version", rev.Version.String(), "routes", rev.Routes, "compile_ms", rev.CompileMs)
 	return rev, true, nil
 }
