@@ -4,7 +4,8 @@
 // every common method. A difference is "expected" when a route that was
 // added, removed or changed matches the request's path in either config;
 // other differences (a global setting that moved requests between
-// unchanged routes, say) are "unexpected".
+// unchanged routes, say) are "unexpected", and so are requests a changed
+// route served before that now get 404 or 405 (a typo'd path).
 package shadow
 
 import (
@@ -87,7 +88,7 @@ func Check(old, new *snapshot.Config, baseline string, maxListed int) (*model.Sh
 			continue
 		}
 		rep.Differences++
-		d := model.Difference{Host: r.Host, Method: r.Method, Path: r.Path, Old: a, New: b, Expected: expl(r)}
+		d := model.Difference{Host: r.Host, Method: r.Method, Path: r.Path, Old: a, New: b, Expected: expl(r, a, b)}
 		if !d.Expected {
 			rep.Unexpected++
 			if len(unexpected) < maxListed {
@@ -106,16 +107,21 @@ func Check(old, new *snapshot.Config, baseline string, maxListed int) (*model.Sh
 	return rep, nil
 }
 
-// explainer returns whether a request's path matches, in either config, a
-// route that the diff says was added, removed or changed.
-func explainer(old, new *snapshot.Config) (func(Request) bool, error) {
+// explainer returns whether a difference (the request, its old and new
+// decisions) is expected: its path matches, in either config, a route
+// that the diff says was added, removed or changed — unless a changed
+// route (in both configs) served it before and now it gets 404 or 405:
+// a change that stops serving what the route served (a typo'd path, a
+// lost method) is unexpected; only removing the route says so on purpose.
+func explainer(old, new *snapshot.Config) (func(r Request, a, b string) bool, error) {
 	d := revision.Diff(old, new)
-	changed := map[string]bool{}
+	changed, kept := map[string]bool{}, map[string]bool{}
 	for _, id := range append(append([]string{}, d.Added...), d.Removed...) {
 		changed[id] = true
 	}
 	for _, c := range d.Changed {
 		changed[c.ID] = true
+		kept[c.ID] = true
 	}
 	pick := func(c *snapshot.Config) (side, error) {
 		var rs []snapshot.Route
@@ -134,7 +140,10 @@ func explainer(old, new *snapshot.Config) (func(Request) bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(r Request) bool {
+	return func(r Request, was, now string) bool {
+		if kept[was] && (now == "404" || now == "405") {
+			return false
+		}
 		a, b := so.decide(r), sn.decide(r)
 		return (a != "404" && a != "400") || (b != "404" && b != "400")
 	}, nil

@@ -95,3 +95,38 @@ func TestCorpus(t *testing.T) {
 		}
 	}
 }
+
+// A changed route that no longer serves what it served (a typo'd path:
+// /items → /itmes) turns those requests into 404: unexpected, though the
+// route changed. Removing a route on purpose stays expected.
+func TestChangedRouteThatStopsServingIsUnexpected(t *testing.T) {
+	route := func(id, path string) string {
+		return "  - {id: " + id + ", host: shop.example.com, methods: [GET], path_template: \"" + path + "\", upstream_cluster: u, timeout_ms: 100}\n"
+	}
+	old := cfg(t, head+"routes:\n"+route("items", "/items")+route("carts", "/carts"))
+	typo := cfg(t, head+"routes:\n"+route("items", "/itmes")+route("carts", "/carts"))
+	rep, err := Check(old, typo, "r1", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost, gained bool
+	for _, d := range rep.Listed {
+		switch {
+		case d.Path == "/items" && d.Method == "GET":
+			lost = d.Old == "items" && d.New == "404" && !d.Expected
+		case d.Path == "/itmes" && d.Method == "GET":
+			gained = d.Old == "404" && d.New == "items" && d.Expected
+		}
+	}
+	if !lost || !gained || rep.Unexpected == 0 || rep.Listed[0].Expected {
+		t.Fatalf("report %+v", rep)
+	}
+	removed := cfg(t, head+"routes:\n"+route("carts", "/carts"))
+	rep, err = Check(old, removed, "r1", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Differences == 0 || rep.Unexpected != 0 {
+		t.Fatalf("removing a route: %+v", rep)
+	}
+}
