@@ -76,6 +76,7 @@ func New(o Options) *Proxy {
 	p.accessLog = newAccessLog(o.AccessLog, m.logDropped, m.Registry)
 	p.tracer = newGatewayTracer(m.Registry, lg)
 	m.registerSnapshotGauges(p)
+	m.registerUpstreamStale()
 	return p
 }
 
