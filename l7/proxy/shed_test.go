@@ -16,18 +16,22 @@ import (
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
-// At twice the global concurrency limit the excess gets 503 at once, the
-// admitted requests finish within their deadline, and memory stays flat.
+// At twice the global concurrency limit the excess gets 503 at once — every
+// shed answer arrives while the admitted requests are still held at the
+// upstream, so shedding never waits for it — the admitted requests are
+// answered once it lets go, and memory stays flat.
 func TestLoadSheddingAtTwiceTheLimit(t *testing.T) {
 	const limit, clients = 50, 100
 	l := newLab(t)
-	up := startUpstream(t, "slow", func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(200 * time.Millisecond)
-	})
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	defer letGo() // before the upstream's cleanup waits for its handlers
+	up := startUpstream(t, "slow", func(w http.ResponseWriter, r *http.Request) { <-release })
 	c := l.config(up.Addr())
 	c.Limits.MaxConcurrentRequests = limit
 	r := getRoute("r", "/x", "app")
-	r.TimeoutMs = 2000
+	r.TimeoutMs = 60000 // the upstream is held until the test saw every shed answer
 	c.Routes = []snapshot.Route{r}
 	l.apply(c)
 
@@ -49,8 +53,7 @@ func TestLoadSheddingAtTwiceTheLimit(t *testing.T) {
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	var ok, shed atomic.Int32
-	var slowestShed, slowestOK atomic.Int64
+	var ok, shed, okBeforeRelease atomic.Int32
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := 0; i < clients; i++ {
@@ -58,7 +61,6 @@ func TestLoadSheddingAtTwiceTheLimit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			t0 := time.Now()
 			resp, err := client.Get(l.url("http", "/x"))
 			if err != nil {
 				t.Error(err)
@@ -66,38 +68,41 @@ func TestLoadSheddingAtTwiceTheLimit(t *testing.T) {
 			}
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			d := int64(time.Since(t0))
 			switch resp.StatusCode {
 			case 200:
-				ok.Add(1)
-				for s := slowestOK.Load(); d > s && !slowestOK.CompareAndSwap(s, d); s = slowestOK.Load() {
+				select {
+				case <-release:
+				default:
+					okBeforeRelease.Add(1)
 				}
+				ok.Add(1)
 			case 503:
 				shed.Add(1)
-				for s := slowestShed.Load(); d > s && !slowestShed.CompareAndSwap(s, d); s = slowestShed.Load() {
-				}
 			default:
 				t.Errorf("status %d", resp.StatusCode)
 			}
 		}()
 	}
 	close(start)
+	// Every request beyond the limit is answered while the admitted ones
+	// are still held at the upstream (a liveness deadline, not a speed bound).
+	eventually(t, 30*time.Second, "every shed answer while the upstream holds the admitted requests", func() bool {
+		return shed.Load() >= clients-limit
+	})
+	if ok.Load() != 0 {
+		t.Fatalf("%d requests answered 200 while the upstream was held", ok.Load())
+	}
+	letGo()
 	wg.Wait()
 	close(stop)
-	if ok.Load() > limit || ok.Load() < limit/2 || shed.Load() < clients-limit {
-		t.Fatalf("%d served, %d shed; want at most %d served and the rest shed", ok.Load(), shed.Load(), limit)
-	}
-	if time.Duration(slowestShed.Load()) > 150*time.Millisecond {
-		t.Errorf("a shed request took %s: shedding must not wait for the upstream", time.Duration(slowestShed.Load()))
-	}
-	if time.Duration(slowestOK.Load()) > 2*time.Second {
-		t.Errorf("an admitted request took %s, past its 2 s deadline", time.Duration(slowestOK.Load()))
+	if ok.Load() != limit || shed.Load() != clients-limit || okBeforeRelease.Load() != 0 {
+		t.Fatalf("%d served (%d before the upstream let go), %d shed; want %d served after it let go and %d shed",
+			ok.Load(), okBeforeRelease.Load(), shed.Load(), limit, clients-limit)
 	}
 	if got := testutil.ToFloat64(l.p.metrics.shed.WithLabelValues("global")); int(got) != int(shed.Load()) {
 		t.Errorf("shed metric %v, clients saw %d", got, shed.Load())
 	}
-	t.Logf("%d served, %d shed, slowest shed %s, slowest served %s, peak heap in use %.1f MiB",
-		ok.Load(), shed.Load(), time.Duration(slowestShed.Load()), time.Duration(slowestOK.Load()), float64(peak.Load())/(1<<20))
+	t.Logf("%d served, %d shed, peak heap in use %.1f MiB", ok.Load(), shed.Load(), float64(peak.Load())/(1<<20))
 }
 
 func TestRouteConcurrencyLimit(t *testing.T) {
@@ -154,9 +159,16 @@ func TestBlackholeUpstreamBoundedByDeadline(t *testing.T) {
 	}()
 	oneCluster(l, nil, func(r *snapshot.Route) { r.TimeoutMs = 300 }, ln.Addr().String())
 	t0 := time.Now()
-	code, _ := status(t, l.url("http", "/x"))
-	if took := time.Since(t0); code != 504 || took > 2*time.Second {
-		t.Fatalf("blackhole: %d after %s with a 300 ms route timeout", code, took)
+	// The client's 30 s timeout is a liveness bound: the route timeout must
+	// answer long before it.
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(l.url("http", "/x"))
+	if err != nil {
+		t.Fatalf("blackhole: no answer from the proxy: %v", err)
+	}
+	resp.Body.Close()
+	t.Logf("504 after %s with a 300 ms route timeout", time.Since(t0).Round(time.Millisecond))
+	if resp.StatusCode != 504 {
+		t.Fatalf("blackhole: %d, want 504 from the 300 ms route timeout", resp.StatusCode)
 	}
 	if testutil.ToFloat64(l.p.metrics.upstreamErrors.WithLabelValues("app", "timeout")) != 1 {
 		t.Error("timeout not counted")
