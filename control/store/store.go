@@ -91,6 +91,18 @@ type Tx interface {
 	Deny(ctx context.Context) (*model.DenyState, error) // zero state before any
 	PutDeny(ctx context.Context, d *model.DenyState) error
 
+	// PutNodeCredential inserts or replaces the credential of a node id
+	// (enrolment, rotation, revocation): the previous token hash of the id
+	// stops matching at once. ErrConflict when another id has the hash.
+	PutNodeCredential(ctx context.Context, c *model.NodeCredential) error
+	// NodeCredential returns the credential of a node id (ErrNotFound).
+	NodeCredential(ctx context.Context, id string) (*model.NodeCredential, error)
+	// NodeCredentialByToken returns the credential whose token hash (hex
+	// SHA-256) this is, revoked or not (ErrNotFound).
+	NodeCredentialByToken(ctx context.Context, sha256hex string) (*model.NodeCredential, error)
+	// NodeCredentials returns every credential sorted by node id.
+	NodeCredentials(ctx context.Context) ([]*model.NodeCredential, error)
+
 	// Emit adds an event to the outbox, published after commit.
 	Emit(ctx context.Context, kind, subject string) error
 }

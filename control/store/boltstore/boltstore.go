@@ -72,7 +72,7 @@ func Open(dir, instance string) (*Store, error) {
 	}
 	s := &Store{db: db, instance: instance, nodes: map[string]model.Node{}}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bMeta, bRevisions, bSnapshots, bIdem, bRollouts} {
+		for _, b := range [][]byte{bMeta, bRevisions, bSnapshots, bIdem, bRollouts, bCreds, bCredTok} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -173,6 +173,7 @@ func Run(t *testing.T, s store.Store) {
 	if err != nil || len(nodes) != 2 || nodes[0].NodeID != "n1" || !nodes[1].SeenAt.Equal(now) {
 		t.Fatalf("Nodes = %+v, %v", nodes, err)
 	}
+	credentials(t, s)
 	// Events: the three committed ones, in order, none of the failed transaction.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
