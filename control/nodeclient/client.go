@@ -52,8 +52,12 @@ type Config struct {
 	MinBackoff     time.Duration // after an error; default 200ms, doubling...
 	MaxBackoff     time.Duration // ...up to this; default 10s
 	KeepSnapshots  int           // snapshot files kept in SnapshotDir; default 2
-	HTTPClient     *http.Client  // default: a client without a global timeout
-	Logger         *slog.Logger
+	// After a hand-over the proxy is asked every SwapPoll (default 50ms),
+	// for up to SwapWait (default 5s), whether it swapped the version in
+	// or refused it; the report goes out as soon as it did either.
+	SwapPoll, SwapWait time.Duration
+	HTTPClient         *http.Client // default: a client without a global timeout
+	Logger             *slog.Logger
 }
 
 // Observation is what the node's proxy says about itself: the active
@@ -68,6 +72,10 @@ type Observation struct {
 	// histogram's sum and count.
 	LatencySeconds float64
 	LatencyCount   uint64
+	// Refused is the last snapshot version the proxy refused to run (a
+	// certificate file missing on the node, say), and RefusedReason why.
+	Refused       snapshot.Version
+	RefusedReason string
 }
 
 // Client runs the node side.
@@ -75,10 +83,13 @@ type Client struct {
 	c   Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	st     model.Status // what is reported; versions kept current
-	base   Observation  // counters when the active version last changed
-	report chan struct{}
+	mu           sync.Mutex
+	st           model.Status // what is reported; versions kept current
+	base         Observation  // counters when the active version last changed
+	report       chan struct{}
+	ctl          ControlState     // reach.go
+	handed       snapshot.Version // handed over, not yet seen active or refused (report.go: awaitSwap)
+	proxyRefused snapshot.Version // the proxy's last refusal, already reported
 }
 
 // New checks the config and reads what the node already has: the newest
@@ -109,6 +120,12 @@ func New(c Config) (*Client, error) {
 	if c.KeepSnapshots <= 0 {
 		c.KeepSnapshots = 2
 	}
+	if c.SwapPoll <= 0 {
+		c.SwapPoll = 50 * time.Millisecond
+	}
+	if c.SwapWait <= 0 {
+		c.SwapWait = 5 * time.Second
+	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}
@@ -120,6 +137,7 @@ func New(c Config) (*Client, error) {
 	}
 	cl := &Client{c: c, log: c.Logger.With("node", c.Identity.NodeID), report: make(chan struct{}, 1)}
 	cl.st.Identity = c.Identity
+	cl.ctl = ControlState{URL: c.URL, State: ControlUnknown, Since: time.Now().UTC()}
 	cl.st.Downloaded = cl.newestOnDisk()
 	if c.DenyFile != "" {
 		if err := os.MkdirAll(filepath.Dir(c.DenyFile), 0o755); err != nil {
@@ -215,13 +233,17 @@ func (cl *Client) poke() {
 	}
 }
 
-// refuse counts and reports something the node would not take.
-func (cl *Client) refuse(what string, err error) {
+// refuse counts and reports something the node would not take: a
+// snapshot of version v (zero: unknown, or a deny list).
+func (cl *Client) refuse(what string, v snapshot.Version, err error) {
 	cl.mu.Lock()
 	cl.st.Refused++
-	cl.st.LastError = fmt.Sprintf("refused %s: %v", what, err)
+	cl.st.LastError = clip(fmt.Sprintf("refused %s: %v", what, err))
+	if v != (snapshot.Version{}) {
+		cl.st.RefusedVersion, cl.st.RefusedReason = v, clip(err.Error())
+	}
 	cl.mu.Unlock()
-	cl.log.Warn("refused", "what", what, "err", err)
+	cl.log.Warn("refused", "what", what, "version", v.String(), "err", err)
 	cl.poke()
 }
 
@@ -250,4 +272,13 @@ func TLSClient(caFile, certFile, keyFile string) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
 	return &http.Client{Transport: tr}, nil
+}
+
+// clip bounds a text the report carries (the control plane takes at most
+// 2048 bytes).
+func clip(s string) string {
+	if len(s) <= 1024 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:1021], "") + "..."
 }

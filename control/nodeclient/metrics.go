@@ -15,7 +15,8 @@ import (
 )
 
 // AdminObserver reads a proxy's admin listener at base
-// (http://127.0.0.1:9901): /status for the active version and readiness,
+// (http://127.0.0.1:9901): /status for the active version, readiness and
+// the last snapshot refused (last_refusal: version, reason, error),
 // /metrics for rampart_requests_total, rampart_request_errors_total
 // (faults gateway and upstream) and rampart_request_duration_seconds.
 func AdminObserver(base string, hc *http.Client) func(context.Context) (Observation, error) {
@@ -44,8 +45,13 @@ func AdminObserver(base string, hc *http.Client) func(context.Context) (Observat
 			return o, err
 		}
 		var st struct {
-			Active string `json:"active_version"`
-			Ready  bool   `json:"ready"`
+			Active  string `json:"active_version"`
+			Ready   bool   `json:"ready"`
+			Refusal *struct {
+				Version string `json:"version"`
+				Reason  string `json:"reason"`
+				Error   string `json:"error"`
+			} `json:"last_refusal"`
 		}
 		if err := json.Unmarshal(data, &st); err != nil {
 			return o, fmt.Errorf("/status: %w", err)
@@ -54,6 +60,11 @@ func AdminObserver(base string, hc *http.Client) func(context.Context) (Observat
 			return o, fmt.Errorf("/status: %w", err)
 		}
 		o.Ready = st.Ready
+		if r := st.Refusal; r != nil {
+			if v, err := model.ParseVersion(r.Version); err == nil {
+				o.Refused, o.RefusedReason = v, r.Reason+": "+r.Error
+			}
+		}
 		if data, err = get(ctx, "/metrics"); err != nil {
 			return o, err
 		}

@@ -49,6 +49,7 @@ type control struct {
 	offer   []byte
 	deny    []byte
 	reports []model.Status
+	once    bool // offer the snapshot once, then 204
 }
 
 func (c *control) serve(t *testing.T) *httptest.Server {
@@ -70,6 +71,9 @@ func (c *control) serve(t *testing.T) *httptest.Server {
 			http.Error(w, err.Error(), 400)
 		case r.URL.Path == "/v1/node/snapshot" && c.offer != nil:
 			_, _ = w.Write(c.offer)
+			if c.once {
+				c.offer = nil
+			}
 		case r.URL.Path == "/v1/node/deny" && c.deny != nil:
 			_, _ = w.Write(c.deny)
 		default:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
+	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
 func (cl *Client) reportLoop(ctx context.Context) {
@@ -23,7 +24,36 @@ func (cl *Client) reportLoop(ctx context.Context) {
 		case <-t.C:
 		case <-cl.report:
 		}
+		cl.awaitSwap(ctx)
 	}
+}
+
+// awaitSwap, after a hand-over, asks the proxy every SwapPoll until it
+// runs the handed version (or a newer one) or refused it, for at most
+// SwapWait, so the report that follows says what the proxy did, not what
+// it had before.
+func (cl *Client) awaitSwap(ctx context.Context) {
+	cl.mu.Lock()
+	v := cl.handed
+	cl.handed = snapshot.Version{}
+	cl.mu.Unlock()
+	if v == (snapshot.Version{}) {
+		return
+	}
+	deadline := time.Now().Add(cl.c.SwapWait)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		o, err := cl.observe(ctx)
+		if err == nil && (!o.Active.Less(v) || o.Refused == v) {
+			return
+		}
+		t := time.NewTimer(cl.c.SwapPoll)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	cl.log.Warn("the proxy neither ran nor refused the snapshot handed over", "version", v.String(), "waited", cl.c.SwapWait.String())
 }
 
 // observe asks the proxy (or the Reporter) how it is doing.
@@ -48,8 +78,15 @@ func (cl *Client) status(o Observation, oerr error) model.Status {
 	st := &cl.st
 	if oerr != nil {
 		st.Ready = false
-		st.LastError = "observe proxy: " + oerr.Error()
+		st.LastError = clip("observe proxy: " + oerr.Error())
 		return *st
+	}
+	if o.Refused != (snapshot.Version{}) && o.Refused != cl.proxyRefused {
+		cl.proxyRefused = o.Refused
+		st.Refused++
+		st.RefusedVersion, st.RefusedReason = o.Refused, clip("proxy: "+o.RefusedReason)
+		st.LastError = clip(fmt.Sprintf("proxy refused snapshot %s: %s", o.Refused, o.RefusedReason))
+		cl.log.Warn("the proxy refused a snapshot", "version", o.Refused.String(), "reason", o.RefusedReason)
 	}
 	switch {
 	case o.Active != st.Active: // a new version went active: count from here
@@ -84,6 +121,9 @@ func (cl *Client) sendReport(ctx context.Context) {
 	req.Header.Set("Authorization", "Bearer "+cl.c.Token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := cl.c.HTTPClient.Do(req)
+	if ctx.Err() == nil {
+		cl.contact("/v1/node/status", resp, err)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			cl.log.Debug("status report failed", "err", err)
@@ -92,7 +132,7 @@ func (cl *Client) sendReport(ctx context.Context) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		cl.log.Warn("status report refused", "status", resp.Status)
+	if resp.StatusCode != http.StatusNoContent { // logged at WARN by contact when the state changes
+		cl.log.Debug("status report refused", "status", resp.Status)
 	}
 }

@@ -2,6 +2,7 @@ package nodeclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -51,9 +52,13 @@ func (cl *Client) poll(ctx context.Context, path string, q model.WatchQuery, lim
 	req.Header.Set("Authorization", "Bearer "+cl.c.Token)
 	resp, err := cl.c.HTTPClient.Do(req)
 	if err != nil {
+		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cl.contact(path, nil, err)
+		}
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
+	cl.contact(path, resp, nil)
 	switch resp.StatusCode {
 	case http.StatusNoContent:
 		return resp, nil, nil
@@ -97,14 +102,15 @@ func (cl *Client) watchSnapshots(ctx context.Context) {
 // take verifies a snapshot file, checks that it is newer than what the
 // node has, and hands it to the proxy.
 func (cl *Client) take(body []byte, offered string) error {
-	if v, err := model.ParseVersion(offered); err == nil {
+	ov, oerr := model.ParseVersion(offered)
+	if oerr == nil {
 		cl.mu.Lock()
-		cl.st.Desired = v
+		cl.st.Desired = ov
 		cl.mu.Unlock()
 	}
 	s, err := snapshot.Parse(body, cl.c.PublicKey)
 	if err != nil {
-		cl.refuse("snapshot", err)
+		cl.refuse("snapshot", ov, err)
 		return err
 	}
 	cl.mu.Lock()
@@ -115,7 +121,7 @@ func (cl *Client) take(body []byte, offered string) error {
 		if s.Version.Epoch < have.Epoch {
 			err = fmt.Errorf("version %s is from an older epoch than %s", s.Version, have)
 		}
-		cl.refuse("snapshot", err)
+		cl.refuse("snapshot", s.Version, err)
 		return err
 	}
 	if err := snapdir.WriteFileAtomic(filepath.Join(cl.c.SnapshotDir, fileName(s.Version)), body); err != nil {
@@ -130,6 +136,7 @@ func (cl *Client) take(body []byte, offered string) error {
 	if cl.st.Desired.Less(s.Version) {
 		cl.st.Desired = s.Version
 	}
+	cl.handed = s.Version
 	cl.mu.Unlock()
 	cl.log.Info("snapshot handed over", "version", s.Version.String(), "routes", len(s.Config.Routes))
 	cl.prune()
@@ -175,7 +182,7 @@ func (cl *Client) watchDeny(ctx context.Context) {
 func (cl *Client) takeDeny(body []byte) error {
 	l, err := deny.Parse(body, cl.c.PublicKey)
 	if err != nil {
-		cl.refuse("deny list", err)
+		cl.refuse("deny list", snapshot.Version{}, err)
 		return err
 	}
 	cl.mu.Lock()
@@ -183,7 +190,7 @@ func (cl *Client) takeDeny(body []byte) error {
 	cl.mu.Unlock()
 	if l.Sequence() <= have {
 		err := fmt.Errorf("sequence %d is not above %d", l.Sequence(), have)
-		cl.refuse("deny list", err)
+		cl.refuse("deny list", snapshot.Version{}, err)
 		return err
 	}
 	if err := snapdir.WriteFileAtomic(cl.c.DenyFile, body); err != nil {
