@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -120,10 +119,11 @@ func (f *forwarding) prepareBody() bool {
 		f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
 		return false
 	}
-	f.body = r.Body
+	f.clientBody.r = r.Body
 	if f.maxBody >= 0 {
-		f.body = http.MaxBytesReader(f.w, r.Body, f.maxBody)
+		f.clientBody.r = http.MaxBytesReader(f.w, r.Body, f.maxBody)
 	}
+	f.body = &f.clientBody
 	limit := int64(f.rr.limits.MaxRetryBodyBytes)
 	if !f.eligible || f.rr.maxTries < 2 || limit == 0 || r.ContentLength > limit {
 		return true
@@ -134,12 +134,7 @@ func (f *forwarding) prepareBody() bool {
 	*bp = buf.Bytes()
 	if err != nil {
 		replayBufs.Put(bp)
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
-		} else {
-			f.fail(http.StatusBadRequest, "could not read the request body")
-		}
+		f.bodyFailed(err)
 		return false
 	}
 	if n > limit { // too long to keep: stream it, without retries

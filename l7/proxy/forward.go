@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/upstream"
@@ -44,6 +45,7 @@ type forwarding struct {
 	log          *accessEntry
 	abort        bool // the response must be cut off (its head was already sent)
 	body         io.Reader
+	clientBody   clientBody // f.body's innermost reader: how reading the client failed
 	hasBody      bool
 	bodyLen      int64  // body length sent upstream; -1: chunked
 	bodyReadOK   bool   // no byte of the request body has been consumed yet
@@ -56,7 +58,8 @@ type forwarding struct {
 	fault        string        // whose fault a failure is: gateway, upstream
 	preset       presetKeys    // response header keys set before the proxy ran (kept on reset)
 	admitted     uint8
-	upgrade      string // the protocol a client asks to upgrade to (WebSocket)
+	upgrade      string        // the protocol a client asks to upgrade to (WebSocket)
+	tunnelIdle   time.Duration // an upgraded connection idle this long is closed (0: never)
 	releaseRetry []func()
 }
 
@@ -348,21 +351,61 @@ func (f *forwarding) copyRequestBody(bw *bufio.Writer) error {
 			return nil
 		}
 		if rerr != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(rerr, &tooBig) {
-				f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
-			} else {
-				f.fail(http.StatusBadRequest, "could not read the request body")
-				f.log.err = "client body: " + rerr.Error()
-			}
+			f.bodyFailed(rerr)
 			return rerr
 		}
 	}
 }
 
-// upstreamFailed answers a failed exchange: 499 when the client left, 504
-// when the route deadline passed, 502 otherwise.
+// bodyFailed answers a request whose body could not be read from the
+// client: 413 over max_body_bytes, 408 when it stalled past the listener's
+// request_body_timeout_ms, 400 otherwise.
+func (f *forwarding) bodyFailed(err error) {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
+	case isBodyTimeout(err):
+		f.fail(http.StatusRequestTimeout, "request body not received within the listener's request_body_timeout_ms")
+		f.log.err = "client body: " + err.Error()
+	default:
+		f.fail(http.StatusBadRequest, "could not read the request body")
+		f.log.err = "client body: " + err.Error()
+	}
+}
+
+// clientBody reads the client's request body and keeps a read error
+// other than EOF, for failures that surface through an upstream
+// transport which reads the body itself (h2c).
+type clientBody struct {
+	r   io.Reader
+	err atomic.Pointer[error]
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err.Store(&err)
+	}
+	return n, err
+}
+
+// failed returns the error reading the client's body, or nil.
+func (b *clientBody) failed() error {
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// upstreamFailed answers a failed exchange: 499 when the client left, 408
+// or 413 when the client's body failed, 504 when the route deadline
+// passed, 502 otherwise.
 func (f *forwarding) upstreamFailed(err error) {
+	if berr := f.clientBody.failed(); berr != nil && f.r.Context().Err() == nil {
+		f.bodyFailed(berr)
+		return
+	}
 	kind := f.errKind(err)
 	f.log.err = err.Error()
 	switch kind {

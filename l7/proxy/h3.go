@@ -81,7 +81,7 @@ type h3gen struct {
 // h3Key is what of a listener's config the HTTP/3 side depends on.
 func h3Key(cfg snapshot.Listener) string {
 	return fmt.Sprint(cfg.MaxHeaderBytes, cfg.ReadHeaderTimeoutMs, cfg.IdleTimeoutMs,
-		cfg.MaxConnections, cfg.H2MaxConcurrentStreams)
+		cfg.MaxConnections, cfg.H2MaxConcurrentStreams, cfg.RequestBodyTimeoutMs)
 }
 
 // setH3 starts, updates or stops the listener's HTTP/3 server to match cfg.
@@ -169,7 +169,8 @@ func (h *h3server) newGen(cfg snapshot.Listener) *h3gen {
 		quic:     qc,
 		maxConns: int64(cfg.MaxConnections),
 		srv: &http3.Server{
-			Handler:        h3Bodyless{&entry{p: h.l.p, listener: cfg.Name}},
+			Handler: withBodyTimeout(h3Bodyless{&entry{p: h.l.p, listener: cfg.Name}},
+				time.Duration(cfg.RequestBodyTimeoutMs)*time.Millisecond, h.l.p.metrics.bodyTimeouts.WithLabelValues("h3")),
 			MaxHeaderBytes: cfg.MaxHeaderBytes,
 			IdleTimeout:    idle,
 			Logger:         h.l.p.errLog,

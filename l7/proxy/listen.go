@@ -94,14 +94,18 @@ func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 	g := &generation{l: l, cfg: cfg, key: settingsKey(cfg),
 		sem: make(chan struct{}, cfg.MaxConnections), h2conns: map[net.Conn]struct{}{}}
 	handler := l.withAltSvc(cfg, &entry{p: l.p, listener: cfg.Name})
+	bodyTimeout := time.Duration(cfg.RequestBodyTimeoutMs) * time.Millisecond
+	h1Timeouts := l.p.metrics.bodyTimeouts.WithLabelValues("http1")
 	g.h1 = &h1.Server{
 		Handler:           handler,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ReadHeaderTimeout: time.Duration(cfg.ReadHeaderTimeoutMs) * time.Millisecond,
 		IdleTimeout:       time.Duration(cfg.IdleTimeoutMs) * time.Millisecond,
+		BodyReadTimeout:   bodyTimeout,
+		BodyTimedOut:      h1Timeouts.Inc,
 		Logger:            l.p.errLog,
 		Rejected: func(status int, reason string) {
-			l.p.metrics.badRequests.WithLabelValues(strconv.Itoa(status)).Inc()
+			l.p.metrics.badRequests.WithLabelValues(strconv.Itoa(status), parserReason(status, reason)).Inc()
 		},
 	}
 	if cfg.TLS != nil {
@@ -116,7 +120,7 @@ func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 			g.tls.NextProtos = append(g.tls.NextProtos, "http/1.1")
 		}
 		g.h2base = &http.Server{
-			Handler:           handler,
+			Handler:           withBodyTimeout(handler, bodyTimeout, l.p.metrics.bodyTimeouts.WithLabelValues("h2")),
 			ReadHeaderTimeout: g.h1.ReadHeaderTimeout,
 			IdleTimeout:       g.h1.IdleTimeout,
 			MaxHeaderBytes:    cfg.MaxHeaderBytes,

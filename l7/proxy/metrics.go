@@ -25,6 +25,8 @@ type Metrics struct {
 	h2Abuse        *prometheus.CounterVec
 	logDropped     prometheus.Counter
 	badRequests    *prometheus.CounterVec
+	bodyTimeouts   *prometheus.CounterVec
+	tunnelIdle     prometheus.Counter
 
 	outlierEjections  *prometheus.CounterVec
 	outlierSkipped    *prometheus.CounterVec
@@ -85,8 +87,14 @@ func NewMetrics() *Metrics {
 			Name: "rampart_access_log_dropped_total", Help: "Access log lines dropped because the log writer fell behind.",
 		}),
 		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_bad_requests_total", Help: "HTTP/1.1 requests refused by the parser, by status (400, 417, 431, 501, 505).",
-		}, []string{"code"}),
+			Name: "rampart_bad_requests_total", Help: "Requests refused as malformed, by status and reason: by the HTTP/1.1 parser (400, 417, 431, 501, 505) or by the checks every protocol shares (400: method, header, host, target, path, query).",
+		}, []string{"code", "reason"}),
+		bodyTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_request_body_timeouts_total", Help: "Requests whose body stalled past the listener's request_body_timeout_ms (or, on http1, an unread body not drained within 1 s after the response), by protocol.",
+		}, []string{"protocol"}),
+		tunnelIdle: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rampart_websocket_tunnels_idle_closed_total", Help: "WebSocket tunnels closed because no byte went either way for the listener's tunnel_idle_timeout_ms.",
+		}),
 		outlierEjections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_outlier_ejections_total", Help: "Endpoints ejected by passive outlier detection, by cluster.",
 		}, []string{"cluster"}),
@@ -136,6 +144,7 @@ func NewMetrics() *Metrics {
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.upstreamTries, m.unmatched,
 		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.logDropped, m.badRequests,
+		m.bodyTimeouts, m.tunnelIdle,
 		m.outlierEjections, m.outlierSkipped, m.healthChecks, m.healthTransitions, m.endpointHealthy,
 		m.noHealthy, m.shed, m.faults, m.budgetExhausted,
 		m.authFailures, m.denied, m.denyRejected, m.denySequence, m.denyEntries, m.quota,
