@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/snapshot"
@@ -41,6 +42,30 @@ type Watcher struct {
 	seen    map[string]stamp
 	active  snapshot.Version
 	scanned bool // the first scan (files present at start) is done
+
+	mu      sync.Mutex
+	refusal *Refusal // the last file refused
+}
+
+// Refusal is a snapshot file the watcher refused: its version (zero when
+// it could not be read), the reason it counts under, and the error.
+type Refusal struct {
+	Version snapshot.Version `json:"version"`
+	Reason  string           `json:"reason"` // read, digest, signature, invalid, malformed, stale, older_epoch, build
+	Error   string           `json:"error"`
+	File    string           `json:"file"`
+	At      time.Time        `json:"at"`
+}
+
+// LastRefusal is the last snapshot file refused, or nil.
+func (w *Watcher) LastRefusal() *Refusal {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.refusal == nil {
+		return nil
+	}
+	r := *w.refusal
+	return &r
 }
 
 type stamp struct {
@@ -138,15 +163,16 @@ func (w *Watcher) Scan() {
 		path := filepath.Join(w.Dir, name)
 		data, err := os.ReadFile(path)
 		if err != nil {
-			w.reject(path, "read", err)
+			w.reject(path, snapshot.Version{}, "read", err)
 			continue
 		}
-		if v, err := snapshot.PeekVersion(data); err == nil {
-			w.Target.SetSourceVersions(v, snapshot.Version{})
+		peeked, perr := snapshot.PeekVersion(data)
+		if perr == nil {
+			w.Target.SetSourceVersions(peeked, snapshot.Version{})
 		}
 		s, err := snapshot.Parse(data, w.PublicKey)
 		if err != nil {
-			w.reject(path, reason(err), err)
+			w.reject(path, peeked, reason(err), err)
 			continue
 		}
 		w.Target.SetSourceVersions(s.Version, s.Version)
@@ -167,11 +193,11 @@ func (w *Watcher) Scan() {
 			if c.snap.Version.Epoch < w.active.Epoch {
 				why = "older_epoch"
 			}
-			w.reject(c.path, why, fmt.Errorf("version %s is not newer than %s", c.snap.Version, w.active))
+			w.reject(c.path, c.snap.Version, why, fmt.Errorf("version %s is not newer than %s", c.snap.Version, w.active))
 			continue
 		}
 		if err := w.Target.Apply(c.snap); err != nil {
-			w.reject(c.path, "build", err)
+			w.reject(c.path, c.snap.Version, "build", err)
 			continue
 		}
 		w.active = c.snap.Version
@@ -181,9 +207,12 @@ func (w *Watcher) Scan() {
 	}
 }
 
-func (w *Watcher) reject(path, why string, err error) {
+func (w *Watcher) reject(path string, v snapshot.Version, why string, err error) {
 	w.Target.RejectSnapshot(why)
-	w.log().Warn("snapshot rejected", "file", path, "reason", why, "err", err)
+	w.mu.Lock()
+	w.refusal = &Refusal{Version: v, Reason: why, Error: err.Error(), File: path, At: time.Now().UTC()}
+	w.mu.Unlock()
+	w.log().Warn("snapshot rejected", "file", path, "version", v.String(), "reason", why, "err", err)
 }
 
 // persist writes the snapshot as the last-known-good: temp file, fsync,

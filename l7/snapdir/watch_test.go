@@ -312,3 +312,40 @@ func TestNewestOfSeveralFilesWins(t *testing.T) {
 		t.Fatalf("persisted %v %v", s, err)
 	}
 }
+
+// A verified snapshot the proxy cannot build (a certificate file missing
+// on this node) is refused: the last refusal names its version, the
+// reason "build" and the missing file; the active snapshot stays.
+func TestLastRefusalNamesVersionAndReason(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, w := e.start(ctx)
+	e.write("1-1.snap", e.file(snapshot.Version{Epoch: 1, Sequence: 1}, "127.0.0.1:0"))
+	waitFor(t, "1.1 active", func() bool { return active(p) == "1.1" })
+	if r := w.LastRefusal(); r != nil {
+		t.Fatalf("a refusal before any: %+v", r)
+	}
+	c := &snapshot.Config{
+		Version: snapshot.Version{Epoch: 1, Sequence: 2},
+		Listeners: []snapshot.Listener{{Name: "https", Address: "127.0.0.1:0", Protocols: []string{"http1"},
+			TLS: &snapshot.TLS{Certificates: []snapshot.Certificate{{CertFile: "/nonexistent/rampart/cert.pem", KeyFile: "/nonexistent/rampart/key.pem"}}}}},
+		Clusters: []snapshot.Cluster{{Name: "c", Endpoints: []snapshot.Endpoint{{Address: e.backend}}}},
+		Routes: []snapshot.Route{{ID: "r", Host: "*", Methods: []string{"GET"}, PathTemplate: "/ping",
+			UpstreamCluster: "c", TimeoutMs: 1000}},
+	}
+	f, err := snapshot.Build(c, e.priv, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.write("1-2.snap", f)
+	waitFor(t, "the refusal of 1.2", func() bool { return w.LastRefusal() != nil })
+	r := w.LastRefusal()
+	if r.Version != (snapshot.Version{Epoch: 1, Sequence: 2}) || r.Reason != "build" || !strings.Contains(r.Error, "/nonexistent/rampart/cert.pem") ||
+		!strings.HasSuffix(r.File, "1-2.snap") || r.At.IsZero() {
+		t.Fatalf("refusal %+v", r)
+	}
+	if active(p) != "1.1" {
+		t.Fatalf("active %s after a refused snapshot, want 1.1", active(p))
+	}
+}
