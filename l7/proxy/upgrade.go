@@ -2,12 +2,16 @@ package proxy
 
 import (
 	"bufio"
-	"io"
+	"errors"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rampart-edge/rampart/l7/upstream"
 )
@@ -30,7 +34,8 @@ func upgradeProtocol(r *http.Request) string {
 // takes over the client connection, sends it the 101, and copies bytes
 // both ways until one side closes, then half-closes the other. The route
 // deadline covered the handshake; the tunnel itself lives until either
-// side ends it or the proxy shuts down.
+// side ends it, no byte went either way for the listener's
+// tunnel_idle_timeout_ms (both sides are closed), or the proxy shuts down.
 func (f *forwarding) tunnel(uc *upstream.Conn) {
 	hdr := f.w.Header()
 	if !strings.EqualFold(hdr.Get("Upgrade"), f.upgrade) {
@@ -80,10 +85,12 @@ func (f *forwarding) tunnel(uc *upstream.Conn) {
 	_ = cc.SetDeadline(time.Time{})
 	t := f.p.tunnels.add(cc, uc)
 	defer f.p.tunnels.remove(t)
+	ti := &tunnelIdle{idle: f.tunnelIdle, client: cc, up: un, expired: f.p.metrics.tunnelIdle}
+	ti.last.Store(time.Now().UnixNano())
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); pipe(un, crw.Reader) }()
-	go func() { defer wg.Done(); pipe(cc, uc.Reader()) }()
+	go func() { defer wg.Done(); ti.pipe(un, crw.Reader, cc) }()
+	go func() { defer wg.Done(); ti.pipe(cc, uc.Reader(), un) }()
 	wg.Wait()
 	cc.Close()
 	uc.Close()
@@ -104,15 +111,65 @@ func dropTunnelHeader(k string) bool {
 	return false
 }
 
-// pipe copies src (with what its reader already buffered) to dst, then
-// half-closes dst so the peer sees the end.
-func pipe(dst net.Conn, src *bufio.Reader) {
-	_, _ = io.Copy(dst, src)
+// tunnelIdle ends a tunnel in which no byte went either way for idle
+// (0: never).
+type tunnelIdle struct {
+	idle       time.Duration
+	last       atomic.Int64 // when a byte last went either way (Unix ns)
+	client, up net.Conn
+	once       sync.Once
+	expired    prometheus.Counter
+}
+
+// pipe copies src (with what its reader already buffered, srcConn below
+// it) to dst, then half-closes dst so the peer sees the end. A read that
+// waits past the idle time while the other direction was quiet too ends
+// the tunnel.
+func (t *tunnelIdle) pipe(dst net.Conn, src *bufio.Reader, srcConn net.Conn) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for {
+		if t.idle > 0 {
+			_ = srcConn.SetReadDeadline(time.Unix(0, t.last.Load()).Add(t.idle))
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			t.last.Store(time.Now().UnixNano())
+			if t.idle > 0 {
+				_ = dst.SetWriteDeadline(time.Now().Add(t.idle))
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				if errors.Is(werr, os.ErrDeadlineExceeded) {
+					t.expire() // the peer read nothing for the idle time
+				}
+				break
+			}
+		}
+		if err != nil {
+			if t.idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				if time.Since(time.Unix(0, t.last.Load())) < t.idle {
+					continue // the other direction moved meanwhile
+				}
+				t.expire()
+			}
+			break
+		}
+	}
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	} else {
 		_ = dst.Close()
 	}
+}
+
+// expire closes both sides of an idle tunnel, once.
+func (t *tunnelIdle) expire() {
+	t.once.Do(func() {
+		t.expired.Inc()
+		_ = t.client.Close()
+		_ = t.up.Close()
+	})
 }
 
 // tunnelSet tracks open tunnels so shutdown can close them.
