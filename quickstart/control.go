@@ -25,8 +25,12 @@ import (
 // controlAddr is where the quickstart's control plane listens.
 const controlAddr = "127.0.0.1:9080"
 
+// nodeID is the quickstart node's id at its control plane.
+const nodeID = "quickstart"
+
 // control is the quickstart's embedded control plane: one stage ("all"),
-// short bakes, an admin token (saved for the user) and a node token.
+// short bakes, an admin token (saved for the user), and the local node
+// enrolled at start (a token of its own, rotated on every start).
 type control struct {
 	srv       *server.Server
 	ln        net.Listener
@@ -41,10 +45,6 @@ func startControl(ctx context.Context, dir string, log *slog.Logger) (*control, 
 	if err != nil {
 		return nil, err
 	}
-	node, nodeSHA, err := api.NewToken()
-	if err != nil {
-		return nil, err
-	}
 	if err := os.WriteFile(tokenPath(dir), []byte(admin+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("write the admin token: %w", err)
 	}
@@ -53,19 +53,23 @@ listen: %s
 signing_key: %q
 tokens:
   - {name: admin, role: admin, sha256: %s}
-  - {name: node, role: node, sha256: %s}
 storage: {type: embedded, dir: %q}
 rollout:
   tick: 200ms
   bake: 2s
   stages: [{name: all}]
-`, controlAddr, filepath.Join(dir, "snapshot.key"), adminSHA, nodeSHA, filepath.Join(dir, "control"))))
+`, controlAddr, filepath.Join(dir, "snapshot.key"), adminSHA, filepath.Join(dir, "control"))))
 	if err != nil {
 		return nil, fmt.Errorf("quickstart control config: %w", err)
 	}
 	srv, err := server.Open(cfg, server.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("start the control plane: %w", err)
+	}
+	enrolled, err := srv.Plane.Enroll(ctx, nodeID)
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("enrol the quickstart node: %w", err)
 	}
 	lc := net.ListenConfig{}
 	lc.SetMultipathTCP(false)
@@ -75,7 +79,7 @@ rollout:
 		return nil, fmt.Errorf("control plane on %s: %w", controlAddr, err)
 	}
 	go func() { _ = srv.Serve(ln, nil) }()
-	return &control{srv: srv, ln: ln, admin: admin, nodeToken: node}, nil
+	return &control{srv: srv, ln: ln, admin: admin, nodeToken: enrolled.Token}, nil
 }
 
 // submit sends the demo config as a revision; the idempotency key is its
@@ -102,7 +106,7 @@ func (c *control) submit(ctx context.Context, yaml string) error {
 func (c *control) follow(ctx context.Context, pub ed25519.PublicKey, snapDir, denyFile, admin string, log *slog.Logger) {
 	go func() {
 		err := nodeclient.Run(ctx, nodeclient.Config{URL: "http://" + controlAddr, Token: c.nodeToken, PublicKey: pub,
-			Identity:    model.Identity{NodeID: "quickstart", Region: "local", Zone: "local-a"},
+			Identity:    model.Identity{NodeID: nodeID, Region: "local", Zone: "local-a"},
 			SnapshotDir: snapDir, DenyFile: denyFile, AdminURL: "http://" + admin,
 			ReportInterval: time.Second, WatchTimeout: 10 * time.Second, Logger: log})
 		if err != nil && ctx.Err() == nil {

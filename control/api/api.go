@@ -1,8 +1,9 @@
 // Package api is the control plane's HTTP JSON API over control/plane:
 // operators submit and inspect revisions, steer rollouts and the deny
-// channel; nodes long-poll for snapshots and deny lists and report their
-// status. Every endpoint but /healthz needs a bearer token whose role
-// allows it (see control/README.md for the endpoints).
+// channel, and enrol and revoke nodes; nodes long-poll for snapshots and
+// deny lists and report their status. Every endpoint but /healthz needs a
+// bearer token whose role allows it; a node speaks only for itself, with
+// the token it was enrolled with (see control/README.md).
 package api
 
 import (
@@ -23,6 +24,8 @@ type API struct {
 	tokens []Token
 	log    *slog.Logger
 	mux    *http.ServeMux
+
+	refused refusals // node requests refused here
 }
 
 // New returns the API handler; it refuses to exist without tokens.
@@ -34,6 +37,12 @@ func New(p *plane.Plane, tokens []Token, log *slog.Logger) (*API, error) {
 		log = slog.Default()
 	}
 	a := &API{p: p, tokens: tokens, log: log, mux: http.NewServeMux()}
+	for _, t := range tokens {
+		if t.Role == RoleNode {
+			log.Warn("a shared node token is configured (allow_shared_node_tokens): it speaks for every node that is not enrolled; enrol each node (POST /v1/nodes/{id}/enroll) and remove it",
+				"token", t.Name)
+		}
+	}
 	m := a.mux
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	m.HandleFunc("GET /v1/leader", a.guard(RoleRead, a.leader))
@@ -50,9 +59,12 @@ func New(p *plane.Plane, tokens []Token, log *slog.Logger) (*API, error) {
 	m.HandleFunc("GET /v1/deny", a.guard(RoleRead, a.denyList))
 	m.HandleFunc("POST /v1/deny/entries", a.guard(RoleAdmin, a.denyAdd))
 	m.HandleFunc("POST /v1/deny/expire", a.guard(RoleAdmin, a.denyExpire))
-	m.HandleFunc("GET /v1/node/snapshot", a.guard(RoleNode, a.watchSnapshot))
-	m.HandleFunc("GET /v1/node/deny", a.guard(RoleNode, a.watchDeny))
-	m.HandleFunc("POST /v1/node/status", a.guard(RoleNode, a.report))
+	m.HandleFunc("POST /v1/nodes/{id}/enroll", a.guard(RoleAdmin, a.enroll))
+	m.HandleFunc("POST /v1/nodes/{id}/revoke", a.guard(RoleAdmin, a.revoke))
+	m.HandleFunc("GET /v1/nodes", a.guard(RoleRead, a.enrolled))
+	m.HandleFunc("GET /v1/node/snapshot", a.nodeGuard(a.watchSnapshot))
+	m.HandleFunc("GET /v1/node/deny", a.nodeGuard(a.watchDeny))
+	m.HandleFunc("POST /v1/node/status", a.nodeGuard(a.report))
 	return a, nil
 }
 

@@ -6,9 +6,13 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/rampart-edge/rampart/control/store"
 )
 
 // Role is what a token may do.
@@ -17,7 +21,7 @@ type Role string
 const (
 	RoleAdmin Role = "admin" // everything
 	RoleRead  Role = "read"  // every GET of the operator API
-	RoleNode  Role = "node"  // the node endpoints: watch, deny watch, status
+	RoleNode  Role = "node"  // the node endpoints only: watch, deny watch, status
 )
 
 // Token is a bearer token known by the SHA-256 of its text.
@@ -44,15 +48,25 @@ func ParseTokenHash(h string) ([32]byte, error) {
 	return out, nil
 }
 
-// authenticate returns the token the request carries, comparing hashes
-// in constant time against every known token.
-func (a *API) authenticate(r *http.Request) (Token, bool) {
-	h := r.Header.Get("Authorization")
-	raw, ok := strings.CutPrefix(h, "Bearer ")
+// principal is who a request speaks for.
+type principal struct {
+	name string // config token name, or "node <id>"
+	role Role
+	node string // a per-node token: the node id it is bound to
+}
+
+// authenticate finds who the request's bearer token is: a config token
+// (hashes compared in constant time against every one), else a node's
+// own token (looked up by its SHA-256). It answers 401 itself when there
+// is no valid token, and false.
+func (a *API) authenticate(w http.ResponseWriter, r *http.Request) (principal, bool) {
+	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	raw = strings.TrimSpace(raw)
 	if !ok || raw == "" {
-		return Token{}, false
+		a.unauthorized(w, r, "", "a valid bearer token is required")
+		return principal{}, false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(raw)))
+	sum := sha256.Sum256([]byte(raw))
 	var found Token
 	hit := 0
 	for _, t := range a.tokens {
@@ -60,13 +74,41 @@ func (a *API) authenticate(r *http.Request) (Token, bool) {
 			found, hit = t, 1
 		}
 	}
-	return found, hit == 1
+	if hit == 1 {
+		return principal{name: found.Name, role: found.Role}, true
+	}
+	c, err := a.p.NodeByToken(r.Context(), raw)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		a.unauthorized(w, r, "", "a valid bearer token is required")
+		return principal{}, false
+	case err != nil:
+		a.fail(w, r, fmt.Errorf("check the bearer token: %w", err))
+		return principal{}, false
+	case c.Revoked():
+		a.unauthorized(w, r, c.ID, fmt.Sprintf("the token of node %q was revoked at %s", c.ID, c.RevokedAt.Format(time.RFC3339)))
+		return principal{}, false
+	}
+	return principal{name: "node " + c.ID, role: RoleNode, node: c.ID}, true
+}
+
+// unauthorized answers 401; on the node endpoints the attempt is listed
+// among the refusals (under node, else the node the query names).
+func (a *API) unauthorized(w http.ResponseWriter, r *http.Request, node, msg string) {
+	if strings.HasPrefix(r.URL.Path, "/v1/node/") {
+		if node == "" {
+			node = r.URL.Query().Get("node")
+		}
+		a.refused.add(node, "401: "+msg)
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="rampart-control"`)
+	writeJSON(w, http.StatusUnauthorized, errorBody{Error: msg})
 }
 
 func allowed(have, need Role) bool {
 	switch have {
 	case RoleAdmin:
-		return true
+		return need != RoleNode
 	case RoleRead:
 		return need == RoleRead
 	default:
@@ -74,17 +116,17 @@ func allowed(have, need Role) bool {
 	}
 }
 
-// guard wraps a handler with the role it needs.
+// guard wraps a handler with the role it needs. The node endpoints take
+// a node's token only (per-node, or a shared one where allowed), and
+// check with nodeGuard that it speaks for the node it names.
 func (a *API) guard(need Role, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		t, ok := a.authenticate(r)
+		p, ok := a.authenticate(w, r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="rampart-control"`)
-			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "a valid bearer token is required"})
 			return
 		}
-		if !allowed(t.Role, need) {
-			writeJSON(w, http.StatusForbidden, errorBody{Error: fmt.Sprintf("token %q (role %s) may not do this (needs %s)", t.Name, t.Role, need)})
+		if !allowed(p.role, need) {
+			writeJSON(w, http.StatusForbidden, errorBody{Error: fmt.Sprintf("token %q (role %s) may not do this (needs %s)", p.name, p.role, need)})
 			return
 		}
 		h(w, r)

@@ -204,7 +204,7 @@ func (a *API) fleet(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, f)
+	writeJSON(w, http.StatusOK, fleetView{FleetView: f, Refused: a.refused.list()})
 }
 
 func nonNil[T any](s []T) []T {

@@ -25,6 +25,9 @@ func (a *API) watchSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 		return
 	}
+	if !a.speaksFor(w, r, q.NodeID) {
+		return
+	}
 	o, err := a.p.WatchSnapshot(r.Context(), q)
 	if err != nil {
 		a.fail(w, r, err)
@@ -44,6 +47,9 @@ func (a *API) watchDeny(w http.ResponseWriter, r *http.Request) {
 	q, err := model.ParseWatchQuery(r.URL.Query())
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		return
+	}
+	if !a.speaksFor(w, r, q.NodeID) {
 		return
 	}
 	seq, file, err := a.p.WatchDeny(r.Context(), q)
@@ -69,6 +75,9 @@ func (a *API) report(w http.ResponseWriter, r *http.Request) {
 	var s model.Status // unknown fields allowed: nodes may be upgraded first
 	if err := json.Unmarshal(body, &s); err != nil {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: "status report: " + err.Error()})
+		return
+	}
+	if !a.speaksFor(w, r, s.NodeID) {
 		return
 	}
 	if err := a.p.Report(r.Context(), s); err != nil {

@@ -43,6 +43,10 @@ type Config struct {
 	SigningKey   string   `yaml:"signing_key"` // Ed25519 PEM private key (rampart keygen)
 	TLS          *TLS     `yaml:"tls"`
 	Tokens       []Token  `yaml:"tokens"`
+	// AllowSharedNodeTokens keeps tokens of role node, shared by every
+	// node, working while nodes are enrolled one by one (migration); off
+	// by default, and such a token never speaks for an enrolled node.
+	AllowSharedNodeTokens bool `yaml:"allow_shared_node_tokens"`
 	Storage      Storage  `yaml:"storage"`
 	WatchTimeout Duration `yaml:"watch_timeout"` // default 30s
 	Rollout      Rollout  `yaml:"rollout"`
@@ -59,7 +63,7 @@ type TLS struct {
 // Token is a bearer token: its SHA-256 (hex), or a file holding the token.
 type Token struct {
 	Name      string `yaml:"name"`
-	Role      string `yaml:"role"` // admin, read, node
+	Role      string `yaml:"role"` // admin, read, node (shared: only with allow_shared_node_tokens)
 	SHA256    string `yaml:"sha256"`
 	TokenFile string `yaml:"token_file"`
 }
@@ -190,6 +194,9 @@ func (c *Config) validate() error {
 		case api.RoleAdmin, api.RoleRead, api.RoleNode:
 		default:
 			errs = append(errs, fmt.Errorf("tokens[%d] %q: role %q must be admin, read or node", i, t.Name, t.Role))
+		}
+		if api.Role(t.Role) == api.RoleNode && !c.AllowSharedNodeTokens {
+			errs = append(errs, fmt.Errorf("tokens[%d] %q: a node token shared by every node lets any holder speak for any node: enrol each node instead (POST /v1/nodes/{id}/enroll), or set allow_shared_node_tokens: true while migrating", i, t.Name))
 		}
 		if (t.SHA256 == "") == (t.TokenFile == "") {
 			errs = append(errs, fmt.Errorf("tokens[%d] %q: give exactly one of sha256 and token_file", i, t.Name))

@@ -32,7 +32,11 @@ func TestDefaultsAndTokens(t *testing.T) {
 	if err := os.WriteFile(tokFile, []byte("node-secret-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Parse([]byte("signing_key: k\nstorage: {dir: " + dir + "}\ntokens: [{name: n, role: node, token_file: " + tokFile + "}]\n"))
+	shared := "signing_key: k\nstorage: {dir: " + dir + "}\ntokens: [{name: n, role: node, token_file: " + tokFile + "}]\n"
+	if _, err := Parse([]byte(shared)); err == nil || !strings.Contains(err.Error(), "allow_shared_node_tokens") {
+		t.Fatalf("a shared node token without the opt-in: %v", err)
+	}
+	c, err := Parse([]byte(shared + "allow_shared_node_tokens: true\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
