@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -17,11 +18,21 @@ import (
 //
 // The deny channel is checked after authentication on every request, so a
 // revoked jti or subject is refused even while its token is cached.
+//
+// Tokens are spread over the shards by a seeded hash of all their bytes:
+// the last character alone (a base64 letter of the signature) takes only
+// 4 values for Ed25519, P-256 and RSA signatures, which left 2 of 16
+// shards, an eighth of the capacity, in use.
 const (
 	tokenCacheTTL    = time.Minute
 	tokenCacheShards = 16
-	tokenCacheMax    = 4096 // entries per shard: 65,536 per policy
+	tokenCacheMax    = 4096                             // entries per shard; a full shard drops a random entry
+	tokenCacheCap    = tokenCacheShards * tokenCacheMax // 65,536 per policy
 )
+
+// tokenSeed keys the shard hash; it is random per process, so which tokens
+// share a shard cannot be chosen from outside.
+var tokenSeed = maphash.MakeSeed()
 
 type tokenCache struct {
 	shards [tokenCacheShards]tokenShard
@@ -39,8 +50,19 @@ type cachedToken struct {
 }
 
 func shardOf(tok string) int {
-	// The last byte is a base64 character of the signature: spread enough.
-	return int(tok[len(tok)-1]) % tokenCacheShards
+	return int(maphash.String(tokenSeed, tok) % tokenCacheShards)
+}
+
+// sizes returns how many entries each shard holds.
+func (c *tokenCache) sizes() (per [tokenCacheShards]int, total int) {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		per[i] = len(sh.m)
+		sh.mu.RUnlock()
+		total += per[i]
+	}
+	return per, total
 }
 
 func (c *tokenCache) get(tok string, keys *keySet, now time.Time) (Identity, bool) {
