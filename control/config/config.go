@@ -43,13 +43,14 @@ type Config struct {
 	SigningKey   string   `yaml:"signing_key"` // Ed25519 PEM private key (rampart keygen)
 	TLS          *TLS     `yaml:"tls"`
 	Tokens       []Token  `yaml:"tokens"`
+	Storage      Storage  `yaml:"storage"`
+	WatchTimeout Duration `yaml:"watch_timeout"` // default 30s
+	Rollout      Rollout  `yaml:"rollout"`
+
 	// AllowSharedNodeTokens keeps tokens of role node, shared by every
 	// node, working while nodes are enrolled one by one (migration); off
 	// by default, and such a token never speaks for an enrolled node.
 	AllowSharedNodeTokens bool `yaml:"allow_shared_node_tokens"`
-	Storage      Storage  `yaml:"storage"`
-	WatchTimeout Duration `yaml:"watch_timeout"` // default 30s
-	Rollout      Rollout  `yaml:"rollout"`
 }
 
 // TLS serves the API over TLS; with ClientCAFile, clients must present a
