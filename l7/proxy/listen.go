@@ -105,7 +105,7 @@ func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 		BodyTimedOut:      h1Timeouts.Inc,
 		Logger:            l.p.errLog,
 		Rejected: func(status int, reason string) {
-			l.p.metrics.badRequests.WithLabelValues(strconv.Itoa(status), parserReason(status, reason)).Inc()
+			l.p.metrics.badRequests.WithLabelValues(strconv.Itoa(status)).Inc()
 		},
 	}
 	if cfg.TLS != nil {
