@@ -51,7 +51,7 @@ func TestBIRDAnnounceDrainWithdrawRecover(t *testing.T) {
 		st.Sessions[0].HoldTimeS != 3 || st.VIPs[0].OnWire == nil || st.VIPs[0].OnWire.NextHop != "198.51.100.1" {
 		t.Fatalf("status: %+v", st)
 	}
-	birdtest.Wait(t, 2*time.Second, "session and prefix gauges", func() bool {
+	birdtest.Wait(t, 10*time.Second, "session and prefix gauges", func() bool {
 		return s.metric(t, "rampart_anycast_sessions_up", "", "") == 1 && s.metric(t, "rampart_anycast_prefixes_announced", "", "") == 2
 	})
 
@@ -60,7 +60,7 @@ func TestBIRDAnnounceDrainWithdrawRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, net := range []string{vip4, vip6} {
-		birdtest.Wait(t, 5*time.Second, "drained "+net+" at BIRD", func() bool {
+		birdtest.Wait(t, 10*time.Second, "drained "+net+" at BIRD", func() bool {
 			rt, ok := fromSite(routes(t, r, net), 1)
 			return ok && drainedRoute(rt, 1, 2)
 		})
@@ -104,7 +104,7 @@ func TestBIRDAnnounceDrainWithdrawRecover(t *testing.T) {
 		_ = s.Stop(context.Background())
 		stopped <- time.Now()
 	}()
-	birdtest.Wait(t, 5*time.Second, "drained on stop", func() bool {
+	birdtest.Wait(t, 10*time.Second, "drained on stop", func() bool {
 		rt, ok := fromSite(routes(t, r, vip6), 1)
 		return ok && drainedRoute(rt, 1, 2)
 	})
@@ -118,7 +118,7 @@ func TestBIRDAnnounceDrainWithdrawRecover(t *testing.T) {
 	if st := s.vip(vip4); st.State != StateDraining || st.DrainEnd.IsZero() || returned.Before(st.DrainEnd) {
 		t.Fatalf("Stop returned at %s, drain state %+v", returned.Format(time.RFC3339Nano), st)
 	}
-	birdtest.Wait(t, 5*time.Second, "administrative shutdown at BIRD", func() bool {
+	birdtest.Wait(t, 10*time.Second, "administrative shutdown at BIRD", func() bool {
 		p, err := r.Protocol("site1")
 		return err == nil && p.LastError == "Received: Administrative shutdown" && p.Message == "site 1 going down for maintenance"
 	})
@@ -146,7 +146,7 @@ func TestBIRDThreeSites(t *testing.T) {
 	count := func(net string) int { return len(routes(t, r, net)) }
 	birdtest.Wait(t, 15*time.Second, "three routes per VIP at BIRD", func() bool { return count(v4) == 3 && count(v6) == 3 })
 	for id, s := range sites {
-		birdtest.Wait(t, 5*time.Second, "each site sees the two others", func() bool {
+		birdtest.Wait(t, 10*time.Second, "each site sees the two others", func() bool {
 			o := s.vip(v6).Guard.Others
 			return len(o) == 2 && o[0].State == SiteUp && o[1].State == SiteUp
 		})
@@ -225,7 +225,7 @@ func TestBIRDReconfigure(t *testing.T) {
 	if err := s.Reconfigure(c); err != nil {
 		t.Fatal(err)
 	}
-	birdtest.Wait(t, 5*time.Second, "new MED and new VIP", func() bool {
+	birdtest.Wait(t, 10*time.Second, "new MED and new VIP", func() bool {
 		return has(a4, func(rt birdtest.Route) bool { return rt.MED != nil && *rt.MED == 77 }) && has(b6, any)
 	})
 
@@ -233,10 +233,10 @@ func TestBIRDReconfigure(t *testing.T) {
 	if err := s.Reconfigure(c); err != nil {
 		t.Fatal(err)
 	}
-	birdtest.Wait(t, 5*time.Second, "removed VIP drained", func() bool {
+	birdtest.Wait(t, 10*time.Second, "removed VIP drained", func() bool {
 		return has(a4, func(rt birdtest.Route) bool { return drainedRoute(rt, 7, 2) })
 	})
-	birdtest.Wait(t, 5*time.Second, "removed VIP withdrawn", func() bool { return !has(a4, any) })
+	birdtest.Wait(t, 10*time.Second, "removed VIP withdrawn", func() bool { return !has(a4, any) })
 	if !has(b6, any) || len(s.Status().VIPs) != 1 {
 		t.Fatalf("after removal: %+v", s.Status().VIPs)
 	}
