@@ -119,10 +119,9 @@ func TestEndToEndVeth(t *testing.T) {
 		if d := l.counters(t)[DropDeny] - before; d < 2 {
 			t.Fatalf("%d deny drops counted", d)
 		}
-		t.Logf("ReplaceDenyList returned after %v; the next probe was dropped", took)
-		if took > time.Second {
-			t.Fatalf("deny took %v", took)
-		}
+		// The order is the assertion: the first probes after ReplaceDenyList
+		// returned were dropped. Its duration is a figure.
+		t.Logf("FIGURE ReplaceDenyList returned after %v; the next probe was dropped", took)
 		if err := l.f.ReplaceDenyList(nil); err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +151,7 @@ func TestEndToEndVeth(t *testing.T) {
 		max := 100 + int(100*el.Seconds()) + 2
 		drops := l.counters(t)[DropPPS] - before
 		t.Logf("1000 datagrams in %v: %d received, %d dropped by XDP", el, got, drops)
-		if got < 90 || got > max || drops < 800 {
+		if got < 90 || got > max || drops < uint64(1000-max) {
 			t.Fatalf("received %d (want 90..%d), dropped %d", got, max, drops)
 		}
 	})
