@@ -44,6 +44,13 @@ type Config struct {
 	// within a second ("" disables it); the last good list is kept in
 	// StateDir and used at start.
 	DenyFile string
+	// ListenOverrides replaces the address of the snapshot's listener of
+	// that name on this node only (several nodes on one host, a port per
+	// node); /status shows both and the bound address.
+	ListenOverrides map[string]string
+	// ControlStatus, when set, is shown in /status as "control" (the node
+	// client's view of its control plane).
+	ControlStatus func() any
 	// Started, when set, is called once the admin listener is up and the
 	// first scan is done.
 	Started func(p *proxy.Proxy, admin net.Addr)
@@ -62,8 +69,12 @@ func Run(ctx context.Context, c Config) error {
 		return errors.New("a snapshot public key is required")
 	}
 	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region})
+	ov := &overrides{to: c.ListenOverrides}
+	for name, addr := range c.ListenOverrides {
+		log.Info("listener address overridden on this node", "listener", name, "address", addr)
+	}
 	w := &snapdir.Watcher{Dir: c.SnapshotDir, StateDir: c.StateDir, PublicKey: c.PublicKey,
-		Interval: c.Poll, Target: p, Log: log}
+		Interval: c.Poll, Target: overrideTarget{p, ov}, Log: log}
 	if err := w.LoadLastKnownGood(); err != nil {
 		log.Error("last-known-good snapshot not used", "err", err)
 	}
@@ -75,7 +86,8 @@ func Run(ctx context.Context, c Config) error {
 		shutdown(p, time.Second)
 		return fmt.Errorf("admin listener on %s: %w", c.AdminAddr, err)
 	}
-	admin := &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	status := func() Status { return nodeStatus(p, w, ov, c.ControlStatus) }
+	admin := &http.Server{Handler: adminHandler(p, status), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = admin.Serve(aln) }()
 
 	wctx, stopWatch := context.WithCancel(context.Background())
