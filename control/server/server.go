@@ -44,6 +44,9 @@ type Options struct {
 	Logger *slog.Logger
 	Key    ed25519.PrivateKey // overrides cfg.SigningKey (tests)
 	Tick   time.Duration      // overrides cfg.Rollout.Tick when set
+	// Postgres, when set, adjusts the PostgreSQL store's options before
+	// it opens (tests and failover drills: pgstore.Options.BeforeCommit).
+	Postgres func(*pgstore.Options)
 }
 
 // Open opens the store, starts the lease keeper and the plane; Serve
@@ -65,7 +68,7 @@ func Open(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := openStore(ctx, cfg, log)
+	st, err := openStore(ctx, cfg, log, o.Postgres)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -91,7 +94,7 @@ func Open(cfg *config.Config, o Options) (*Server, error) {
 	return nil, err
 }
 
-func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, adjust func(*pgstore.Options)) (store.Store, error) {
 	host, _ := os.Hostname()
 	switch cfg.Storage.Type {
 	case "embedded":
@@ -102,7 +105,11 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store
 			return nil, err
 		}
 		pg := cfg.Storage.Postgres
-		return pgstore.Open(ctx, pgstore.Options{DSN: dsn, Instance: pg.Instance, LeaseTTL: pg.LeaseTTL.D(), Logger: log})
+		po := pgstore.Options{DSN: dsn, Instance: pg.Instance, LeaseTTL: pg.LeaseTTL.D(), Logger: log}
+		if adjust != nil {
+			adjust(&po)
+		}
+		return pgstore.Open(ctx, po)
 	}
 	return nil, fmt.Errorf("storage type %q", cfg.Storage.Type)
 }
