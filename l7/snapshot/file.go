@@ -97,12 +97,14 @@ var (
 	ErrMalformed = errors.New("malformed snapshot file")
 	ErrDigest    = errors.New("snapshot digest mismatch")
 	ErrSignature = errors.New("snapshot signature invalid")
+	ErrKeyID     = errors.New("snapshot key id mismatch")
 	ErrInvalid   = errors.New("snapshot config invalid")
 )
 
 // Parse verifies a snapshot file against a public key and decodes it. The
-// checks run cheapest first: framing, digest, signature, then the config is
-// decoded strictly and validated again.
+// checks run cheapest first: framing, digest, signature, that key_id names
+// the verifying key, then the config is decoded strictly and validated
+// again.
 func Parse(data []byte, pub ed25519.PublicKey) (*Snapshot, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("%w: %d bytes is over the %d limit", ErrMalformed, len(data), MaxFileBytes)
@@ -132,6 +134,11 @@ func Parse(data []byte, pub ed25519.PublicKey) (*Snapshot, error) {
 	}
 	if !ed25519.Verify(pub, signedMessage(env.Version, env.CreatedAt, digest), sig) {
 		return nil, fmt.Errorf("%w: not signed by key %s (file names key %q)", ErrSignature, KeyID(pub), env.KeyID)
+	}
+	// key_id is outside the signed message: check it names the verifying
+	// key, so that no byte of a file that passes can be changed.
+	if id := KeyID(pub); env.KeyID != id {
+		return nil, fmt.Errorf("%w: file names key %q but is signed by key %s", ErrKeyID, env.KeyID, id)
 	}
 	var cfg Config
 	cd := json.NewDecoder(bytes.NewReader(env.Config))

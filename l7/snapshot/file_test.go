@@ -99,6 +99,10 @@ func TestParseRejectsBadFiles(t *testing.T) {
 		{"created_at changed", mutateEnvelope(t, file, func(m map[string]json.RawMessage) {
 			m["created_at_unix_nano"] = json.RawMessage(`1`)
 		}), pub, ErrSignature},
+		{"key_id of another key", mutateEnvelope(t, file, func(m map[string]json.RawMessage) {
+			m["key_id"] = json.RawMessage(`"` + KeyID(otherPub) + `"`)
+		}), pub, ErrKeyID},
+		{"key_id missing", mutateEnvelope(t, file, func(m map[string]json.RawMessage) { delete(m, "key_id") }), pub, ErrKeyID},
 		{"unknown format", mutateEnvelope(t, file, func(m map[string]json.RawMessage) { m["format"] = json.RawMessage(`"v0"`) }), pub, ErrMalformed},
 		{"unknown envelope field", mutateEnvelope(t, file, func(m map[string]json.RawMessage) { m["extra"] = json.RawMessage(`1`) }), pub, ErrMalformed},
 	}
@@ -109,6 +113,21 @@ func TestParseRejectsBadFiles(t *testing.T) {
 				t.Fatalf("want %v, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// A key_id that is not the verifying key's is refused with both ids named.
+func TestParseKeyIDMismatchNamesBothKeys(t *testing.T) {
+	priv, pub := testKeys(t)
+	file := mutateEnvelope(t, buildValid(t, priv), func(m map[string]json.RawMessage) { m["key_id"] = json.RawMessage(`"0123456789abcdef"`) })
+	_, err := Parse(file, pub)
+	if !errors.Is(err, ErrKeyID) || errors.Is(err, ErrSignature) {
+		t.Fatalf("want ErrKeyID (and not ErrSignature), got %v", err)
+	}
+	for _, id := range []string{"0123456789abcdef", KeyID(pub)} {
+		if !strings.Contains(err.Error(), id) {
+			t.Errorf("error %q does not name key %s", err, id)
+		}
 	}
 }
 
@@ -154,14 +173,16 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(file)
 	f.Add([]byte(`{"format":"rampart.snapshot.v1"}`))
+	f.Add(bytes.Replace(file, []byte(KeyID(pub)), []byte("0123456789abcdef"), 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data, pub)
 		if err != nil {
 			return
 		}
-		// Anything accepted must be exactly what was signed.
-		if s.Version != (Version{1, 1}) {
-			t.Fatalf("accepted a file with version %s", s.Version)
+		// Anything accepted must be exactly what was signed, by the key
+		// it names.
+		if s.Version != (Version{1, 1}) || s.KeyID != KeyID(pub) {
+			t.Fatalf("accepted a file with version %s, key %q", s.Version, s.KeyID)
 		}
 	})
 }
