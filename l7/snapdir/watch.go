@@ -87,11 +87,12 @@ func (w *Watcher) LoadLastKnownGood() error {
 		return nil
 	}
 	path := filepath.Join(w.StateDir, LastKnownGood)
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
+		w.Target.RejectSnapshot(readReason(err))
 		return fmt.Errorf("read last-known-good: %w", err)
 	}
 	s, err := snapshot.Parse(data, w.PublicKey)
@@ -161,9 +162,9 @@ func (w *Watcher) Scan() {
 		}
 		w.seen[name] = st
 		path := filepath.Join(w.Dir, name)
-		data, err := os.ReadFile(path)
+		data, err := readFile(path)
 		if err != nil {
-			w.reject(path, snapshot.Version{}, "read", err)
+			w.reject(path, snapshot.Version{}, readReason(err), err)
 			continue
 		}
 		peeked, perr := snapshot.PeekVersion(data)
@@ -258,12 +259,23 @@ func WriteFileAtomic(path string, data []byte) error {
 	return nil
 }
 
+// readReason and reason name why a file was refused, for
+// rampart_snapshot_rejected_total: when reading it, and when verifying it.
+func readReason(err error) string {
+	if errors.Is(err, errTooLarge) {
+		return "too_large"
+	}
+	return "read"
+}
+
 func reason(err error) string {
 	switch {
 	case errors.Is(err, snapshot.ErrDigest):
 		return "digest"
 	case errors.Is(err, snapshot.ErrSignature):
 		return "signature"
+	case errors.Is(err, snapshot.ErrKeyID):
+		return "key_id"
 	case errors.Is(err, snapshot.ErrInvalid):
 		return "invalid"
 	default:
