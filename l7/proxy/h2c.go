@@ -74,7 +74,6 @@ func (f *forwarding) tryH2C(ep *endpointRT) outcome {
 		ContentLength: 0,
 		Body:          http.NoBody,
 	}
-	conn := r.Header["Connection"]
 	for k, vv := range r.Header {
 		if k == "Te" {
 			if listedIn(vv, "trailers") {
@@ -82,7 +81,7 @@ func (f *forwarding) tryH2C(ep *endpointRT) outcome {
 			}
 			continue
 		}
-		if dropRequestHeader(k) || (len(conn) > 0 && listedIn(conn, k)) {
+		if dropRequestHeader(k) {
 			continue
 		}
 		out.Header[k] = vv

@@ -22,6 +22,7 @@ type entry struct {
 func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := e.p
 	start := time.Now()
+	dropConnectionListed(r.Header) // before anything reads or adds a field
 	rt := p.active.Load()
 	reqID := requestID(r.Header.Get("X-Request-Id"))
 	log := accessEntry{start: start, reqID: reqID, remote: r.RemoteAddr, method: r.Method, host: r.Host, proto: r.Proto, req: r}
@@ -35,19 +36,14 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.screen(w, r, rt, &log) {
 		return
 	}
-	rawPath, query, ok := splitTarget(r)
-	if !ok {
-		p.reply(w, &log, http.StatusBadRequest, "request target must be a path")
+	ct, reason, msg := checkRequest(r, rt.slashes)
+	if reason != "" {
+		log.path = r.URL.EscapedPath()
+		p.badRequest(w, &log, reason, msg)
 		return
 	}
-	log.path = rawPath
-	path, err := route.NormalizePath(rawPath, rt.slashes)
-	if err != nil {
-		p.reply(w, &log, http.StatusBadRequest, "bad path")
-		return
-	}
-	log.path = path
-	host := route.NormalizeHost(r.Host)
+	path, query, host := ct.path, ct.query, ct.host
+	log.path, log.host = path, r.Host
 	var m route.Match
 	rt.table.Lookup(host, r.Method, path, &m)
 	switch m.Status {

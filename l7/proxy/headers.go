@@ -24,9 +24,8 @@ func (f *forwarding) writeHead(bw *bufio.Writer) {
 	_, _ = bw.WriteString(" HTTP/1.1\r\nHost: ")
 	_, _ = bw.WriteString(r.Host)
 	_, _ = bw.WriteString("\r\n")
-	conn := r.Header["Connection"]
 	for k, vv := range r.Header {
-		if dropRequestHeader(k) || (len(conn) > 0 && listedIn(conn, k)) {
+		if dropRequestHeader(k) {
 			continue
 		}
 		if k == "Cookie" && len(vv) > 1 {
@@ -88,6 +87,38 @@ func dropRequestHeader(k string) bool {
 	case "Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding",
 		"Upgrade", "Expect", "Content-Length", "Host", "X-Forwarded-For", "X-Forwarded-Proto",
 		"X-Forwarded-Host", "X-Request-Id", "X-Rampart-Timeout-Ms", "X-Rampart-Attempt", "Http2-Settings":
+		return true
+	}
+	return false
+}
+
+// dropConnectionListed removes, as a request arrives, every field its
+// Connection header names (RFC 9110 §7.6.1: they are for this hop only),
+// so that nothing the proxy adds later (identity headers, header rules)
+// can be named away by the client. Fields the proxy itself reads as
+// hop-by-hop and never forwards as sent stay for it to read (Upgrade for
+// a WebSocket upgrade, TE for gRPC); they are dropped when forwarding.
+func dropConnectionListed(h http.Header) {
+	conn := h["Connection"]
+	if len(conn) == 0 {
+		return
+	}
+	for _, v := range conn {
+		for _, tok := range strings.Split(v, ",") {
+			if tok = strings.TrimSpace(tok); tok == "" {
+				continue
+			}
+			k := http.CanonicalHeaderKey(tok)
+			if !hopByHop(k) {
+				delete(h, k)
+			}
+		}
+	}
+}
+
+func hopByHop(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
 	return false

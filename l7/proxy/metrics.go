@@ -87,8 +87,8 @@ func NewMetrics() *Metrics {
 			Name: "rampart_access_log_dropped_total", Help: "Access log lines dropped because the log writer fell behind.",
 		}),
 		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_bad_requests_total", Help: "HTTP/1.1 requests refused by the parser, by status (400, 417, 431, 501, 505).",
-		}, []string{"code"}),
+			Name: "rampart_bad_requests_total", Help: "Requests refused as malformed, by status and reason: by the HTTP/1.1 parser (400, 417, 431, 501, 505) or by the checks every protocol shares (400: method, header, host, target, path, query).",
+		}, []string{"code", "reason"}),
 		bodyTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_request_body_timeouts_total", Help: "Requests whose body stalled past the listener's request_body_timeout_ms (or, on http1, an unread body not drained within 1 s after the response), by protocol.",
 		}, []string{"protocol"}),

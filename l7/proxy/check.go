@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/rampart-edge/rampart/l7/route"
+	"github.com/rampart-edge/rampart/l7/wire"
+)
+
+// checkedTarget is a request's routing input after the checks every
+// frontend (HTTP/1.1, HTTP/2, HTTP/3) shares.
+type checkedTarget struct {
+	path  string // normalised path: routed on and forwarded
+	query string // raw query, forwarded as sent
+	host  string // normalised host: routed on
+}
+
+// Reasons a request is refused before routing, as counted in
+// rampart_bad_requests_total{reason}.
+const (
+	badMethod = "method"
+	badHeader = "header"
+	badHost   = "host"
+	badTarget = "target"
+	badPath   = "path"
+	badQuery  = "query"
+)
+
+// checkRequest validates what the upstream request line and head are built
+// from, so that whatever a frontend accepted serialises to an HTTP/1.1 head
+// a strict parser reads back as the same request: the method is a token;
+// the host a valid authority (r.Host becomes its normal form, the one
+// forwarded as Host and X-Forwarded-Host); the path normalises; the query
+// has RFC 3986 query bytes only; and on HTTP/2 and HTTP/3 no field value
+// starts or ends with white space (RFC 9113 §8.2.1, RFC 9114 §4.2), which
+// an HTTP/1.1 parser would trim. It returns a reason and message when the
+// request must be answered with 400.
+func checkRequest(r *http.Request, slashes route.SlashPolicy) (c checkedTarget, reason, msg string) {
+	if r.Method == "" {
+		return c, badMethod, "empty method"
+	}
+	for i := 0; i < len(r.Method); i++ {
+		if !wire.IsTokenChar(r.Method[i]) {
+			return c, badMethod, "method is not a token"
+		}
+	}
+	if r.ProtoMajor >= 2 {
+		for _, vv := range r.Header {
+			for _, v := range vv {
+				if n := len(v); n > 0 && (isOWS(v[0]) || isOWS(v[n-1])) {
+					return c, badHeader, "header field value starts or ends with white space"
+				}
+			}
+		}
+	}
+	defPort := 80
+	if r.TLS != nil {
+		defPort = 443
+	}
+	host, authority, err := route.ParseAuthority(r.Host, defPort)
+	if err != nil {
+		return c, badHost, "invalid host"
+	}
+	r.Host = authority
+	rawPath, query, ok := splitTarget(r)
+	if !ok {
+		return c, badTarget, "request target must be a path"
+	}
+	path, err := route.NormalizePath(rawPath, slashes)
+	if err != nil {
+		return c, badPath, "bad path"
+	}
+	if err := route.CheckQuery(query); err != nil {
+		return c, badQuery, "bad query"
+	}
+	return checkedTarget{path: path, query: query, host: host}, "", ""
+}
+
+func isOWS(c byte) bool { return c == ' ' || c == '\t' }
+
+// badRequest answers a request checkRequest refused.
+func (p *Proxy) badRequest(w http.ResponseWriter, log *accessEntry, reason, msg string) {
+	p.metrics.badRequests.WithLabelValues("400", reason).Inc()
+	p.reply(w, log, http.StatusBadRequest, msg)
+}
+
+// parserReason names, for rampart_bad_requests_total{reason}, why the
+// HTTP/1.1 parser refused a request, from its status and message (the
+// message may quote the offending bytes, so it is never a label itself).
+func parserReason(status int, msg string) string {
+	switch status {
+	case http.StatusRequestHeaderFieldsTooLarge:
+		return "head_too_large"
+	case http.StatusHTTPVersionNotSupported:
+		return "version"
+	case http.StatusExpectationFailed:
+		return "expect"
+	case http.StatusNotImplemented:
+		return "transfer_encoding"
+	case http.StatusRequestTimeout:
+		return "timeout"
+	}
+	switch {
+	case strings.HasPrefix(msg, "malformed request line"):
+		return "request_line"
+	case strings.HasPrefix(msg, "invalid method"):
+		return badMethod
+	case strings.Contains(msg, "request target"), strings.Contains(msg, "in path"), strings.HasPrefix(msg, "asterisk-form"):
+		return badTarget
+	case strings.Contains(msg, "Host field"):
+		return badHost
+	case strings.Contains(msg, "Content-Length"), strings.Contains(msg, "Transfer-Encoding"):
+		return "framing"
+	case strings.Contains(msg, "header"), strings.Contains(msg, "line folding"), strings.Contains(msg, "in the value of"):
+		return badHeader
+	}
+	return "malformed"
+}
