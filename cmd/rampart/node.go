@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/rampart-edge/rampart/control/model"
 	"github.com/rampart-edge/rampart/control/nodeclient"
@@ -56,13 +57,33 @@ func (n nodeFlags) config(pub ed25519.PublicKey, region, snapDir, denyFile strin
 		SnapshotDir: snapDir, DenyFile: denyFile, HTTPClient: hc, Logger: slog.Default()}, true, nil
 }
 
+// nodeClient is the proxy's control plane client, once started.
+type nodeClient struct {
+	c atomic.Pointer[nodeclient.Client]
+}
+
 // start runs the node client until ctx ends, reading the proxy's admin
 // listener for status.
-func startNode(ctx context.Context, c nodeclient.Config, admin string) {
+func (n *nodeClient) start(ctx context.Context, c nodeclient.Config, admin string) {
 	c.AdminURL = "http://" + admin
+	cl, err := nodeclient.New(c)
+	if err != nil {
+		slog.Error("control plane client not started", "err", err)
+		return
+	}
+	n.c.Store(cl)
 	go func() {
-		if err := nodeclient.Run(ctx, c); err != nil && ctx.Err() == nil {
+		if err := cl.Run(ctx); err != nil && ctx.Err() == nil {
 			slog.Error("control plane client stopped", "err", err)
 		}
 	}()
+}
+
+// status is the client's view of its control plane for /status (nil
+// without a control plane).
+func (n *nodeClient) status() any {
+	if cl := n.c.Load(); cl != nil {
+		return cl.Control()
+	}
+	return nil
 }

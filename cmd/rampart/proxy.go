@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,7 +33,13 @@ func cmdProxy(args []string) error {
 	handoffSock := fs.String("handoff-socket", "", "unix socket where the node agent fetches the listening sockets (e.g. /run/rampart/handoff.sock)")
 	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second (default with -control-url: <state-dir>/deny.json)")
 	node := addNodeFlags(fs)
+	var overrides repeated
+	fs.Var(&overrides, "listen-override", "NAME=ADDR: listen on ADDR instead of the snapshot's address for listener NAME, on this node only (repeatable)")
 	_ = fs.Parse(args)
+	listen, err := daemon.ParseListenOverrides(overrides)
+	if err != nil {
+		return err
+	}
 	pub, err := snapshot.ReadPublicKey(*pubPath)
 	if err != nil {
 		return err
@@ -51,13 +58,14 @@ func cmdProxy(args []string) error {
 	defer closeLog()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return daemon.Run(ctx, daemon.Config{
+	var client nodeClient
+	return daemon.Run(ctx, daemon.Config{ListenOverrides: listen, ControlStatus: client.status,
 		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin,
 		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile, HandoffSocket: *handoffSock, Logger: newLogger(),
 		Started: func(p *proxy.Proxy, a net.Addr) {
 			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion)
 			if withControl {
-				startNode(ctx, nc, a.String())
+				client.start(ctx, nc, a.String())
 			}
 		},
 	})
@@ -84,3 +92,9 @@ func openAccessLog(where string) (io.Writer, func(), error) {
 	}
 	return f, func() { _ = f.Close() }, nil
 }
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
