@@ -176,15 +176,24 @@ func TestOutlierEjectionGrowsAndIsCapped(t *testing.T) {
 	}
 	// Ejected again after it returns: the second ejection lasts twice as long.
 	time.Sleep(250 * time.Millisecond)
-	for i := 0; i < 30; i++ {
+	var n int
+	var from, until time.Time
+	for deadline := time.Now().Add(30 * time.Second); ; { // a liveness bound
 		status(t, l.url("http", "/x"))
+		es.mu.Lock()
+		n, from = es.ejections, es.lastEject
+		es.mu.Unlock()
+		until = time.Unix(0, es.ejectedAt.Load()) // stored just after lastEject
+		if n >= 2 && until.After(from) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first endpoint was not ejected a second time within 30 s (%d ejections)", n)
+		}
 	}
-	es.mu.Lock()
-	n := es.ejections
-	es.mu.Unlock()
-	until := time.Unix(0, es.ejectedAt.Load())
-	if n >= 2 && time.Until(until) < 250*time.Millisecond {
-		t.Fatalf("ejection %d ends in %s, want about 400 ms", n, time.Until(until))
+	// State, not speed: the latest ejection lasts base × its number.
+	if want := time.Duration(n) * 200 * time.Millisecond; until.Sub(from) != want {
+		t.Fatalf("ejection %d lasts %s, want %s", n, until.Sub(from), want)
 	}
 }
 
