@@ -203,7 +203,7 @@ func (e *e2e) checkAdmin(t *testing.T) {
 }
 
 func (e *e2e) checkAnycast(t *testing.T) {
-	waitFor(t, 5*time.Second, "anycast VIPs announced", func() bool {
+	waitFor(t, 30*time.Second, "anycast VIPs announced", func() bool {
 		st, err := anycast.FetchStatus(context.Background(), e.admin)
 		if err != nil || len(st.VIPs) != 2 {
 			return false
@@ -230,7 +230,7 @@ func (e *e2e) checkAnycast(t *testing.T) {
 // while a denied source keeps trying and an allowed one keeps asking.
 func (e *e2e) restart(t *testing.T) {
 	e.writeDeny(3, time.Hour, denied+"/32")
-	waitFor(t, 2*time.Second, "deny in force", func() bool { return isTimeout(e.dialErr(denied, vip1+":80", 100*time.Millisecond)) })
+	waitFor(t, 30*time.Second, "deny in force", func() bool { return isTimeout(e.dialErr(denied, vip1+":80", 100*time.Millisecond)) })
 	c0 := e.counter("drop_deny")
 	var deniedOK, allowedOK, allowedFail atomic.Int64
 	var lastErr atomic.Value

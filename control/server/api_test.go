@@ -126,7 +126,7 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("rollback revision %+v (r1 %+v)", rb, r1)
 		}
 		var fv plane.FleetView
-		eventually(t, 5*time.Second, "the rollback to be stable", func() bool {
+		eventually(t, 30*time.Second, "the rollback to be stable", func() bool {
 			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
 			return fv.Stable == rb.ID
 		})

@@ -70,7 +70,7 @@ func TestRolloutThroughAllStages(t *testing.T) {
 				Stage           string
 			}
 		}
-		eventually(t, 5*time.Second, "the fleet view to show every node converged on "+r2.ID, func() bool {
+		eventually(t, 30*time.Second, "the fleet view to show every node converged on "+r2.ID, func() bool {
 			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
 			if fv.Stable != r2.ID || len(fv.Nodes) != 5 {
 				return false

@@ -44,7 +44,7 @@ func TestRunFromConfigFile(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- server.Run(ctx, cfg, logger()) }()
 	in := &instance{url: "http://" + addr}
-	eventually(t, 5*time.Second, "the server to listen", func() bool {
+	eventually(t, 30*time.Second, "the server to listen", func() bool {
 		resp, err := http.Get(in.url + "/healthz")
 		if err == nil {
 			resp.Body.Close()

@@ -92,7 +92,7 @@ func TestReadyzTurnsUnreadyBeforeListenersClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return")
 	}
 	if c := code("http://" + listen + "/x"); c != 0 {

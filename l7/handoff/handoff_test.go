@@ -83,7 +83,7 @@ func TestHandOffListeningSockets(t *testing.T) {
 	}()
 	select {
 	case <-acceptedBy: // either copy: one socket, two descriptors
-	case <-time.After(3 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no accept on the shared socket")
 	}
 	if socks[1].Network != "udp" || socks[1].Addr != uc.LocalAddr().String() {
@@ -104,7 +104,7 @@ func TestHandOffListeningSockets(t *testing.T) {
 		if err != nil {
 			t.Errorf("run after cancel: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the server did not stop on cancel")
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -159,7 +159,7 @@ func TestHandOffKeepsListenerNonBlocking(t *testing.T) {
 		if err == nil {
 			t.Fatal("accepted a connection nobody made")
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Accept ignored its deadline: the listener was switched to blocking mode")
 	}
 }

@@ -101,7 +101,7 @@ func TestLeaseTakeoverAndFencing(t *testing.T) {
 		if e.Subject != "b2" || e.Epoch != lb.Epoch {
 			t.Fatalf("event on the old instance = %+v", e)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the new leader's event did not reach the other instance")
 	}
 	// Sequences continue across epochs.
