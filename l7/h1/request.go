@@ -195,7 +195,7 @@ func (c *conn) applyFraming(r *http.Request, f *framing) *parseError {
 		return refuse(http.StatusBadRequest, "both Content-Length and Transfer-Encoding")
 	case f.teCount > 0 && r.ProtoMinor == 0:
 		return refuse(http.StatusBadRequest, "Transfer-Encoding in an HTTP/1.0 request")
-	case f.teCount > 1 || (f.teCount == 1 && !strings.EqualFold(f.te, "chunked")):
+	case f.teCount > 1 || (f.teCount == 1 && !wire.TokenEqual(f.te, "chunked")):
 		return refuse(http.StatusNotImplemented, "unsupported Transfer-Encoding")
 	case f.teCount == 1:
 		r.TransferEncoding, r.ContentLength = chunkedTE, -1
@@ -216,7 +216,7 @@ func (c *conn) checkExpect(r *http.Request, f *framing, hasBody bool) *parseErro
 	if !f.hasExpect {
 		return nil
 	}
-	if !strings.EqualFold(f.expect, "100-continue") {
+	if !wire.TokenEqual(f.expect, "100-continue") {
 		return refuse(http.StatusExpectationFailed, "unsupported Expect")
 	}
 	r.Header.Del("Expect")

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bufio"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -284,5 +286,39 @@ func TestRequestLineInjectionH3(t *testing.T) {
 	// quic-go may refuse a method that is not a token itself (stream reset).
 	if up.Count() != 0 || l.badRequests("query") != 3 || l.badRequests("header") != 2 {
 		t.Fatalf("upstream saw %d requests; bad_requests query %v header %v", up.Count(), l.badRequests("query"), l.badRequests("header"))
+	}
+}
+
+// An upstream answering "Transfer-Encoding: Chunked" is read as chunked
+// (RFC 9112 §7: the coding name is case-insensitive), not refused as 502.
+func TestUpstreamChunkedAnyCase(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+			}()
+		}
+	}()
+	l := newLab(t)
+	c := l.config(ln.Addr().String())
+	c.Routes = []snapshot.Route{getRoute("r", "/x", "app")}
+	l.apply(c)
+	code, body, _ := get(t, http.DefaultClient, l.url("http", "/x"))
+	if code != 200 || body != "hello" {
+		t.Fatalf("got %d %q, want 200 \"hello\"", code, body)
 	}
 }

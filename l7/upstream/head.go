@@ -38,8 +38,9 @@ func (rh ResponseHead) Framing(method string) wire.Framing {
 // does not clear). Parsing is strict: obsolete line folding, control bytes,
 // white space before the colon, conflicting Content-Length values, and
 // Content-Length together with Transfer-Encoding are errors, as is a
-// Transfer-Encoding other than "chunked". The head may be at most maxBytes.
-// Header names are canonicalised; common names are interned.
+// Transfer-Encoding other than "chunked" (in any ASCII case). The head
+// may be at most maxBytes. Header names are canonicalised; common names
+// are interned.
 func ReadResponseHead(br *bufio.Reader, h http.Header, maxBytes int) (ResponseHead, error) {
 	rh := ResponseHead{ContentLength: -1}
 	line, err := wire.ReadLine(br, &maxBytes)
@@ -79,7 +80,7 @@ func ReadResponseHead(br *bufio.Reader, h http.Header, maxBytes int) (ResponseHe
 				continue
 			}
 		case "Transfer-Encoding":
-			if sawTE || v != "chunked" {
+			if sawTE || !wire.TokenEqual(v, "chunked") {
 				return rh, wire.Malformed("unsupported Transfer-Encoding %q", v)
 			}
 			sawTE, rh.Chunked = true, true

@@ -128,6 +128,11 @@ func HasToken(v, token string) bool {
 	return false
 }
 
+// TokenEqual compares two tokens as HTTP does (RFC 9110 §5.6.2, RFC 9112
+// §7: "chunked" is case-insensitive): ASCII letters fold, nothing else does
+// (unlike strings.EqualFold, for which the Kelvin sign equals "k").
+func TokenEqual(a, b string) bool { return asciiEqualFold(a, b) }
+
 func cutComma(v string) (string, string) {
 	for i := 0; i < len(v); i++ {
 		if v[i] == ',' {
