@@ -3,9 +3,10 @@
 // store/boltstore (embedded, one machine) and store/pgstore (PostgreSQL,
 // several instances with a single writer chosen by a lease).
 //
-// Every change goes through Update: one transaction that first checks the
-// writer's fencing epoch (the lease), and whose events (an outbox) are
-// published to subscribers after it commits. Node status reports are
+// Every change goes through Update: one transaction fenced by the
+// writer's epoch (the lease), checked before the work and again at commit,
+// and whose events (an outbox) are published to subscribers after it
+// commits. Node status reports are
 // observations, not configuration: PutNode is not fenced, so any instance
 // can record them.
 package store
@@ -31,8 +32,9 @@ var (
 type Store interface {
 	// Update runs fn in a write transaction fenced by the lease epoch:
 	// it fails with ErrNotLeader, without running fn, when this instance
-	// does not hold the lease, and commits only if it still held it. The
-	// events fn emitted are published after the commit.
+	// does not hold the lease, and commits only if it still holds it
+	// during the commit (else ErrNotLeader, nothing written). The events
+	// fn emitted are published after the commit.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// View runs fn in a read-only transaction; Emit and the Put methods
 	// fail there.
