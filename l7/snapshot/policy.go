@@ -35,6 +35,15 @@ type JWTPolicy struct {
 	// a space-separated string or an array. Defaults "tenant" and "scope".
 	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim"`
 	ScopesClaim string `yaml:"scopes_claim" json:"scopes_claim"`
+	// AllowedTypes are the values of the token header's "typ" that are
+	// accepted (RFC 8725 §3.11: a token of another kind, say a logout or
+	// ID token of the same issuer, is not an access token). Compared
+	// case-insensitively, with an "application/" prefix ignored (RFC 7515
+	// §4.1.9). Empty means [JWT, at+jwt]. A token without typ is accepted
+	// unless RequireType is set (RFC 9068 resource servers set it and
+	// allow only at+jwt).
+	AllowedTypes []string `yaml:"allowed_types" json:"allowed_types,omitempty"`
+	RequireType  bool     `yaml:"require_type" json:"require_type,omitempty"`
 }
 
 // APIKeyPolicy accepts keys presented in a header; the snapshot holds only

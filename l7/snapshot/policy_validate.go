@@ -18,6 +18,70 @@ const (
 	DefaultRedisTimeoutMs      = 50
 )
 
+// DefaultJWTTypes are the token types a JWT policy accepts when its
+// allowed_types is empty.
+var DefaultJWTTypes = []string{"JWT", "at+jwt"}
+
+// MaxJWTTypes bounds jwt.allowed_types.
+const MaxJWTTypes = 8
+
+// CanonicalJWTType is the form in which "typ" values compare: lower case,
+// without an "application/" prefix when no other "/" follows (RFC 7515
+// §4.1.9: "example" means "application/example").
+func CanonicalJWTType(t string) string {
+	t = strings.ToLower(t)
+	if rest, ok := strings.CutPrefix(t, "application/"); ok && !strings.Contains(rest, "/") {
+		return rest
+	}
+	return t
+}
+
+// validMediaType reports whether t is "type/subtype" or a bare subtype,
+// each an RFC 6838 restricted name, without parameters.
+func validMediaType(t string) bool {
+	if len(t) == 0 || len(t) > 255 {
+		return false
+	}
+	parts := strings.Split(t, "/")
+	if len(parts) > 2 {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) == 0 || len(p) > 127 || !isAlnum(p[0]) {
+			return false
+		}
+		for i := 1; i < len(p); i++ {
+			if c := p[i]; !isAlnum(c) && !strings.ContainsRune("!#$&-^_.+", rune(c)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+func validateJWTTypes(p *problems, where string, types []string) {
+	if len(types) > MaxJWTTypes {
+		p.add("%s: jwt.allowed_types has %d entries, at most %d", where, len(types), MaxJWTTypes)
+	}
+	seen := map[string]string{}
+	for _, t := range types {
+		if !validMediaType(t) {
+			p.add("%s: jwt.allowed_types: %q is not a media type (type/subtype or subtype, no parameters)", where, t)
+			continue
+		}
+		c := CanonicalJWTType(t)
+		if first, dup := seen[c]; dup {
+			p.add("%s: jwt.allowed_types: %q and %q are the same type", where, first, t)
+			continue
+		}
+		seen[c] = t
+	}
+}
+
 // JWTAlgorithms are the algorithms a JWT policy may pin.
 var JWTAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
 	"ES256", "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512"}
@@ -150,6 +214,7 @@ func validateJWT(p *problems, where string, j *JWTPolicy) {
 	if j.TenantClaim == "" || j.ScopesClaim == "" {
 		p.add("%s: jwt.tenant_claim and jwt.scopes_claim may not be empty", where)
 	}
+	validateJWTTypes(p, where, j.AllowedTypes)
 }
 
 func validateAPIKeys(p *problems, where string, k *APIKeyPolicy) {
