@@ -50,6 +50,11 @@
 // most MaxTokenBytes, in compact JWS form with strict base64url. The
 // header's alg must be one the policy pins ("none" never is); "crit" and
 // nested tokens (cty JWT) are refused; jku, jwk, x5u and x5c are ignored.
+// The header's typ, when present, must be one of the policy's
+// allowed_types (default JWT and at+jwt), compared case-insensitively with
+// an "application/" prefix ignored (RFC 7515 §4.1.9, RFC 8725 §3.11); a
+// typ that is not a string, or given twice, makes the token malformed; with
+// require_type a token without typ fails too.
 // The key is chosen by kid (without kid, up to 4 keys that fit are tried)
 // and must fit the alg: RS*/PS* need an RSA key, ES256/384/512 an EC key on
 // P-256/384/521, EdDSA an Ed25519 key, HS* an "oct" secret at least as
@@ -63,6 +68,13 @@
 // tenant_claim (a string or integer) and scopes_claim (a space-separated
 // string or an array of strings) fill the Identity; they may not contain
 // control characters, since they travel upstream in headers.
+//
+// # Verified-token cache
+//
+// A verified token is cached by its exact bytes, 65,536 per policy in 16
+// shards of 4,096 (a full shard drops a random entry); the shard is a
+// seeded hash (hash/maphash) of the whole token. See cache.go for when an
+// entry is served.
 //
 // # API keys
 //
@@ -82,7 +94,7 @@
 //	wrong API key                      ApiKey realm="rampart", error="invalid_key"
 //
 // Token reasons: malformed token, token too large, algorithm not allowed,
-// unsupported token header, unknown signing key, signing keys unavailable,
+// unsupported token header, token type not allowed, unknown signing key, signing keys unavailable,
 // invalid signature, malformed claims, wrong issuer, wrong audience, token
 // expired, token has no expiry, token not yet valid, token issued in the
 // future.

@@ -35,6 +35,12 @@ func FuzzAuthenticate(f *testing.F) {
 		f.Add("Bearer "+sign(f, k, c), keyA)
 	}
 	f.Add("Bearer "+forge(map[string]any{"alg": "none"}, c, nil), keyB+" ")
+	for _, typ := range []string{"application/at+jwt", "secevent+jwt", ""} { // typ is checked
+		f.Add("Bearer "+forge(map[string]any{"alg": "EdDSA", "kid": kEd.kid, "typ": typ}, c, func(in []byte) []byte {
+			sig, _ := kEd.priv.Sign(nil, in, cryptoNone)
+			return sig
+		}), "")
+	}
 	f.Add("bearer  a.b.c", "")
 	f.Add("Bearer eyJhbGciOiJSUzI1NiJ9..", "\x00")
 	f.Add("Basic Zm9vOmJhcg==", strings.Repeat("k", 300))

@@ -96,6 +96,7 @@ var (
 	errTooLarge        = bearerFailure("invalid_token", "token too large")
 	errAlgorithm       = bearerFailure("invalid_token", "algorithm not allowed")
 	errUnsupported     = bearerFailure("invalid_token", "unsupported token header")
+	errType            = bearerFailure("invalid_token", "token type not allowed")
 	errUnknownKey      = bearerFailure("invalid_token", "unknown signing key")
 	errKeysUnavailable = bearerFailure("invalid_token", "signing keys unavailable")
 	errSignature       = bearerFailure("invalid_token", "invalid signature")

@@ -28,6 +28,7 @@ type jwtPolicy struct {
 	scopesClaim string
 	src         *source // keys from jwks_url, or
 	static      *keySet // keys from jwks_file
+	types       tokenTypes
 	now         func() time.Time
 	cache       tokenCache
 }
@@ -119,7 +120,8 @@ func decodeSegment(seg, dst []byte) (out, rest []byte, ok bool) {
 	return dst[:n], dst[n:], true
 }
 
-// header checks the JOSE header and returns the algorithm and kid.
+// header checks the JOSE header (typ, crit, cty) and returns the
+// algorithm and kid.
 func (j *jwtPolicy) header(hdr []byte) (*alg, []byte, *Failure) {
 	if !json.Valid(hdr) {
 		return nil, nil, errMalformed
@@ -128,7 +130,8 @@ func (j *jwtPolicy) header(hdr []byte) (*alg, []byte, *Failure) {
 	if !ok {
 		return nil, nil, errMalformed
 	}
-	var algRaw, kid []byte
+	var algRaw, kid, typ []byte
+	hasTyp := false
 	for k, v, more := m.next(); more; k, v, more = m.next() {
 		switch {
 		case keyIs(k, "alg"):
@@ -145,6 +148,13 @@ func (j *jwtPolicy) header(hdr []byte) (*alg, []byte, *Failure) {
 			if kid, ok = stringValue(v); !ok {
 				return nil, nil, errMalformed
 			}
+		case keyIs(k, "typ"):
+			if hasTyp {
+				return nil, nil, errMalformed
+			}
+			if typ, hasTyp = stringValue(v); !hasTyp {
+				return nil, nil, errMalformed
+			}
 		case keyIs(k, "crit"):
 			return nil, nil, errUnsupported // no extension is understood
 		case keyIs(k, "cty"):
@@ -152,6 +162,9 @@ func (j *jwtPolicy) header(hdr []byte) (*alg, []byte, *Failure) {
 				return nil, nil, errUnsupported // nested tokens are not accepted
 			}
 		}
+	}
+	if !j.types.ok(typ, hasTyp) {
+		return nil, nil, errType
 	}
 	for _, a := range j.allowed {
 		if string(algRaw) == a.name {

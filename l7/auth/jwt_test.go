@@ -30,6 +30,10 @@ func fileSet(t *testing.T, clk *clock) *Set {
 		jwtConf("es", []string{"ES256"}, file(asym)),
 		jwtConf("ed", []string{"EdDSA"}, file(asym)),
 		jwtConf("hs", []string{"HS256"}, file(writeJWKS(t, kHS))),
+		jwtConf("rs-at", []string{"RS256"}, func(j *snapshot.JWTPolicy) { // RFC 9068 access tokens only
+			j.JWKSFile = asym
+			j.AllowedTypes, j.RequireType = []string{"at+jwt"}, true
+		}),
 	}, nil, quietOptions(clk.Now))
 }
 
@@ -102,6 +106,15 @@ func TestJWTAttacks(t *testing.T) {
 		{"signature stripped", "rs", bearer(parts[0] + "." + parts[1] + "."), "invalid signature"},
 		{"unknown kid (file)", "rs", bearer(sign(t, testKey{kid: "nope", alg: jwa.RS256, priv: kRSA.priv}, valid)), "unknown signing key"},
 		{"crit header", "rs", bearer(forge(map[string]any{"alg": "RS256", "kid": "rsa-1", "crit": []string{"exp"}, "exp": 1}, valid, nil)), "unsupported token header"},
+		{"typ of another kind of token", "rs", bearer(rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"secevent+jwt"}`, valid)), "token type not allowed"},
+		{"typ JOSE", "rs", bearer(rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"JOSE"}`, valid)), "token type not allowed"},
+		{"typ empty", "rs", bearer(rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":""}`, valid)), "token type not allowed"},
+		{"typ with a parameter", "rs", bearer(rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"application/jwt;x=1"}`, valid)), "token type not allowed"},
+		{"typ application/ prefix twice", "rs", bearer(rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"application/application/jwt"}`, valid)), "token type not allowed"},
+		{"typ not a string", "rs", bearer(rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":1}`, valid)), "malformed token"},
+		{"duplicate typ", "rs", bearer(rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"secevent+jwt","typ":"JWT"}`, valid)), "malformed token"},
+		{"typ JWT where only at+jwt is allowed", "rs-at", bearer(sign(t, kRSA, valid)), "token type not allowed"},
+		{"no typ where typ is required", "rs-at", bearer(rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1"}`, valid)), "token type not allowed"},
 		{"duplicate alg", "rs", bearer(seg([]byte(`{"alg":"RS256","alg":"none"}`)) + "." + parts[1] + "." + parts[2]), "malformed token"},
 		{"garbage", "rs", bearer("garbage"), "malformed token"},
 		{"two segments", "rs", bearer(parts[0] + "." + parts[1]), "malformed token"},
@@ -145,6 +158,18 @@ func forgeRaw(t *testing.T, k testKey, payload string) string {
 	})
 }
 
+// rsaWithHeader signs claims with kRSA under a raw JOSE header.
+func rsaWithHeader(t *testing.T, hdr string, c map[string]any) string {
+	return forge([]byte(hdr), c, func(in []byte) []byte {
+		sum := sha256.Sum256(in)
+		sig, err := kRSA.priv.Sign(rand.Reader, sum[:], cryptoSHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sig
+	})
+}
+
 // embeddedJWK is a token signed by a key of the attacker's, naming the
 // real kid and carrying the attacker's public key in a "jwk" header.
 func embeddedJWK(t *testing.T, c map[string]any) string {
@@ -178,6 +203,13 @@ func TestJWTValid(t *testing.T) {
 		{"EdDSA without kid", "ed", noKid},
 		{"HS256 from a file", "hs", sign(t, kHS, c)},
 		{"scopes and aud as arrays", "rs", sign(t, kRSA, arr)},
+		{"typ at+jwt", "rs", rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"at+jwt"}`, c)},
+		{"typ application/at+jwt", "rs", rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"application/at+jwt"}`, c)},
+		{"typ Application/JWT", "rs", rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"Application/JWT"}`, c)},
+		{"typ jwt", "rs", rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"jwt"}`, c)},
+		{"no typ", "rs", rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1"}`, c)},
+		{"typ AT+JWT, required", "rs-at", rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"AT+JWT"}`, c)},
+		{"typ application/at+jwt, required", "rs-at", rsaWithHeader(t, `{"alg":"RS256","kid":"rsa-1","typ":"application/at+jwt"}`, c)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -134,6 +134,7 @@ func (s *Set) buildJWT(p *Policy, c *snapshot.JWTPolicy, prev *Set, opts Options
 		refetchGap:  orDefault(c.UnknownKidRefetchMs, snapshot.DefaultUnknownKidRefetchMs),
 		tenantClaim: cmp(c.TenantClaim, "tenant"),
 		scopesClaim: cmp(c.ScopesClaim, "scope"),
+		types:       newTokenTypes(c),
 		now:         opts.Now,
 	}
 	p.header = http.CanonicalHeaderKey(cmp(c.Header, "Authorization"))
