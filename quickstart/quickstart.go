@@ -34,6 +34,7 @@ func DemoConfig() []byte { return append([]byte(nil), demoConfig...) }
 type Options struct {
 	Dir       string    // state: keys, certificate, snapshots; created if missing
 	AdminAddr string    // default 127.0.0.1:9901
+	Pprof     bool      // serve /debug/pprof/ on the admin listener
 	Out       io.Writer // where the "try this" text goes
 	AccessLog io.Writer
 	Logger    *slog.Logger
@@ -84,6 +85,7 @@ func Run(ctx context.Context, o Options) error {
 		DenyFile:    denyFile,
 		PublicKey:   pub,
 		AdminAddr:   o.AdminAddr,
+		Pprof:       o.Pprof,
 		AccessLog:   o.AccessLog,
 		Logger:      o.Logger,
 		Started: func(p *proxy.Proxy, admin net.Addr) {

@@ -25,6 +25,7 @@ func cmdProxy(args []string) error {
 	state := fs.String("state-dir", "/var/lib/rampart/proxy", "where the last-known-good snapshot is kept")
 	pubPath := fs.String("public-key", "/etc/rampart/snapshot.pub", "Ed25519 public key that signs snapshots (PEM)")
 	admin := fs.String("admin", "127.0.0.1:9901", "admin listener: /healthz /readyz /metrics /status")
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler on the admin listener under /debug/pprof/")
 	accessLog := fs.String("access-log", "stdout", "access log: stdout, stderr, off, or a file path")
 	poll := fs.Duration("poll", 250*time.Millisecond, "snapshot dir poll period")
 	drain := fs.Duration("drain-timeout", 0, "time in-flight requests get on SIGTERM (default: the snapshot's limits.drain_timeout_ms)")
@@ -60,7 +61,7 @@ func cmdProxy(args []string) error {
 	defer stop()
 	var client nodeClient
 	return daemon.Run(ctx, daemon.Config{ListenOverrides: listen, ControlStatus: client.status,
-		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin,
+		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin, Pprof: *pprofOn,
 		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile, HandoffSocket: *handoffSock, Logger: newLogger(),
 		Started: func(p *proxy.Proxy, a net.Addr) {
 			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion)

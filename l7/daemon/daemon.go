@@ -26,6 +26,7 @@ type Config struct {
 	StateDir    string
 	PublicKey   ed25519.PublicKey
 	AdminAddr   string        // default 127.0.0.1:9901
+	Pprof       bool          // serve /debug/pprof/ on the admin listener (default off: 404)
 	AccessLog   io.Writer     // nil: off
 	Poll        time.Duration // snapshot dir poll period, default 250ms
 	// DrainTimeout overrides the active snapshot's limits.drain_timeout_ms
@@ -87,7 +88,11 @@ func Run(ctx context.Context, c Config) error {
 		return fmt.Errorf("admin listener on %s: %w", c.AdminAddr, err)
 	}
 	status := func() Status { return nodeStatus(p, w, ov, c.ControlStatus) }
-	admin := &http.Server{Handler: adminHandler(p, status), ReadHeaderTimeout: 5 * time.Second}
+	handler := adminHandler(p, status)
+	if c.Pprof {
+		handler = proxy.WithPprof(handler)
+	}
+	admin := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = admin.Serve(aln) }()
 
 	wctx, stopWatch := context.WithCancel(context.Background())

@@ -48,7 +48,8 @@ func (p *Proxy) Status() Status {
 // Ready is true with an active snapshot and not draining.
 func (p *Proxy) Ready() bool { return p.active.Load() != nil && !p.draining.Load() }
 
-// AdminHandler serves /healthz, /readyz, /metrics and /status.
+// AdminHandler serves /healthz, /readyz, /metrics and /status (not
+// /debug/pprof: see WithPprof).
 func (p *Proxy) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -62,15 +63,28 @@ func (p *Proxy) AdminHandler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(p.Status())
 	})
+	return mux
+}
+
+// WithPprof serves Go's profiler under /debug/pprof/ (the index, named
+// profiles, cmdline, profile, symbol, trace) in front of h. The admin
+// listener has it only when the operator asks (rampart proxy -pprof):
+// profiles expose the process's memory layout and command line, and a CPU
+// profile or trace costs CPU while it runs.
+func WithPprof(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 
