@@ -86,7 +86,7 @@ func TestHTTP2RapidResetClosesConnection(t *testing.T) {
 	if err == nil {
 		t.Fatal("connection survived 5000 rapid resets")
 	}
-	eventually(t, 2*time.Second, "the abuse counter", func() bool {
+	eventually(t, 10*time.Second, "the abuse counter", func() bool {
 		return testutil.ToFloat64(l.p.metrics.h2Abuse.WithLabelValues("resets")) == 1
 	})
 	// Normal clients are unaffected.
@@ -140,7 +140,7 @@ func TestHTTP2ContinuationFloodClosesConnection(t *testing.T) {
 	if err == nil || errors.Is(err, io.ErrShortWrite) {
 		t.Fatalf("continuation flood: %v", err)
 	}
-	eventually(t, 2*time.Second, "the abuse counter", func() bool {
+	eventually(t, 10*time.Second, "the abuse counter", func() bool {
 		return testutil.ToFloat64(l.p.metrics.h2Abuse.WithLabelValues("continuation")) == 1
 	})
 }

@@ -50,7 +50,7 @@ func TestBreakerMaxRequestsShedsAtOnce(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); status(t, l.url("http", "/x")) }()
 	}
-	eventually(t, 2*time.Second, "two requests at the upstream", func() bool { return up.Count() == 2 })
+	eventually(t, 10*time.Second, "two requests at the upstream", func() bool { return up.Count() == 2 })
 	// The answer must not queue: it comes while both requests are still
 	// held at the upstream (release is closed only after it). The client
 	// timeout is a liveness bound, not a speed bound.
@@ -92,11 +92,11 @@ func TestBreakerMaxConnectionsAndPending(t *testing.T) {
 	codes := make(chan int, 2)
 	wg.Add(1)
 	go func() { defer wg.Done(); c, _ := status(t, l.url("http", "/hold")); codes <- c }()
-	eventually(t, 2*time.Second, "the first request to hold the only connection", func() bool { return up.Count() == 1 })
+	eventually(t, 10*time.Second, "the first request to hold the only connection", func() bool { return up.Count() == 1 })
 	wg.Add(1)
 	go func() { defer wg.Done(); c, _ := status(t, l.url("http", "/waits")); codes <- c }() // pending: waits
 	cs := l.p.states.m["app"]
-	eventually(t, 2*time.Second, "one pending request", func() bool { return cs.limiter.Pending() == 1 })
+	eventually(t, 10*time.Second, "one pending request", func() bool { return cs.limiter.Pending() == 1 })
 	if code, _ := status(t, l.url("http", "/third")); code != 503 {
 		t.Fatalf("over max_pending: %d, want 503", code)
 	}
@@ -210,11 +210,11 @@ func TestActiveHealthChecks(t *testing.T) {
 		c.HealthCheck = &snapshot.HealthCheck{Path: "/health", IntervalMs: 100, TimeoutMs: 100, JitterMs: 10, HealthyThreshold: 2, UnhealthyThreshold: 2}
 	}, nil, a.Addr(), b.Addr())
 	m := l.p.metrics
-	eventually(t, 2*time.Second, "checks to run", func() bool {
+	eventually(t, 10*time.Second, "checks to run", func() bool {
 		return testutil.ToFloat64(m.healthChecks.WithLabelValues("app", "pass")) >= 2
 	})
 	sick.Store(true)
-	eventually(t, 3*time.Second, "a to turn unhealthy", func() bool {
+	eventually(t, 10*time.Second, "a to turn unhealthy", func() bool {
 		return testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", a.Addr())) == 0
 	})
 	before := a.Count()
@@ -227,7 +227,7 @@ func TestActiveHealthChecks(t *testing.T) {
 		t.Fatalf("unhealthy endpoint took %d requests", got)
 	}
 	sick.Store(false)
-	eventually(t, 3*time.Second, "a to recover", func() bool {
+	eventually(t, 10*time.Second, "a to recover", func() bool {
 		return testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", a.Addr())) == 1
 	})
 	if testutil.ToFloat64(m.healthTransitions.WithLabelValues("app", "unhealthy")) != 1 ||
@@ -303,7 +303,7 @@ func TestSameRegionPreferredAndPanicModes(t *testing.T) {
 	}
 	euSick.Store(true) // both fail their checks now
 	m := l.p.metrics
-	eventually(t, 3*time.Second, "both unhealthy", func() bool {
+	eventually(t, 10*time.Second, "both unhealthy", func() bool {
 		return testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", eu.Addr())) == 0 &&
 			testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", us.Addr())) == 0
 	})
