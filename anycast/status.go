@@ -38,7 +38,7 @@ type VIPStatus struct {
 	Reason string `json:"reason"`
 	// OnWire is the path the speaker sends; nil when none, and always in
 	// a dry run, where WouldSend is the path it would send and DryRun
-	// says what it would do ("would announce", "would withdraw", …). An
+	// says what it would do ("would announce", "would not announce", …). An
 	// unspecified next hop is shown as the session's local address.
 	OnWire    *Attributes `json:"on_wire,omitempty"`
 	WouldSend *Attributes `json:"would_send,omitempty"`
@@ -79,7 +79,10 @@ func (a *Announcer) Status() Status {
 		if w := a.applied[v]; a.fixed.DryRun == DryRunOff {
 			vs.OnWire = w.a
 		} else {
-			vs.WouldSend, vs.DryRun = w.a, "would "+routeName(w.r)
+			vs.WouldSend, vs.DryRun = w.a, "would not announce"
+			if w.r != routeNone {
+				vs.DryRun = "would " + routeName(w.r)
+			}
 		}
 		if w := a.applied[v]; w.r != routeNone && a.fixed.DryRun == DryRunOff {
 			st.PrefixesAnnounced++

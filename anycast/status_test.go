@@ -96,8 +96,11 @@ func TestDryRunStatusAndCommand(t *testing.T) {
 	}
 	_ = a.SetShare("api_upstreams", 1, 4) // below half: only the IPv4 VIP needs it
 	waitFor(t, "IPv4 VIP drained and withdrawn", func() bool { return s.vip("192.0.2.10/32").State == StateWithdrawn })
-	if st := s.vip("2001:db8::10/128"); st.State != StateAnnounced {
+	if st := s.vip("2001:db8::10/128"); st.State != StateAnnounced || st.OnWire != nil || st.WouldSend == nil || st.DryRun != "would announce" {
 		t.Fatalf("the IPv6 VIP does not need api_upstreams: %+v", st)
+	}
+	if st := s.vip("192.0.2.10/32"); st.OnWire != nil || st.WouldSend != nil || st.DryRun != "would not announce" {
+		t.Fatalf("the withdrawn IPv4 VIP in a dry run: %+v", st)
 	}
 
 	srv := httptest.NewServer(mux(StatusPath, a.Handler()))
