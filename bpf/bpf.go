@@ -45,8 +45,8 @@ type Filter struct {
 	limits  Limits
 	flipped time.Time            // last switch of the active limits slot
 	links   map[string]link.Link // by pin name
-	deny4   *trie[[8]byte]       // nil until this process installs a list
-	deny6   *trie[[20]byte]
+	deny4   *trie[e4]            // nil until this process installs or adopts a list
+	deny6   *trie[e6]
 }
 
 // Open loads the programs, reusing maps pinned under pinRoot (DefaultPinRoot

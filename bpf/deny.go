@@ -1,12 +1,13 @@
 package bpf
 
 import (
-	"bytes"
+	"cmp"
+	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -17,229 +18,236 @@ const (
 	splitMark = 2       // SPLIT
 )
 
-// ent is one trie entry: key (prefix length, then address) and value.
-type ent[K any] struct {
-	k K
-	v uint8
+// e4 is an IPv4 deny entry: address << 8 | prefix length, so entries sort
+// by address, then length (the order the agent's lists already have).
+type e4 = uint64
+
+// e6 is an IPv6 trie entry: address halves, prefix length, value.
+type e6 struct {
+	hi, lo uint64
+	bits   uint8
+	v      uint8 // denyValue or splitMark
 }
 
-// trie is the live LPM trie of one family as this process last wrote it.
-type trie[K any] struct {
+func cmp6(a, b e6) int {
+	return cmp.Or(cmp.Compare(a.hi, b.hi), cmp.Compare(a.lo, b.lo), cmp.Compare(a.bits, b.bits))
+}
+
+// trie is the live LPM trie of one family as this process last wrote (or
+// adopted) it, with its entries sorted.
+type trie[E any] struct {
 	m    *ebpf.Map
-	ents []ent[K] // sorted by key: prefix length first, so a full load inserts short prefixes first (fastest)
+	ents []E
 }
 
-// ReplaceDenyList makes prefixes the deny list, with no moment where an
-// address denied by both the old and the new list is passed:
-//   - a small change (at most a quarter of the list plus 4096 entries)
-//     against the list this process installed is applied in place: new
-//     entries are written first, then removed ones deleted;
-//   - otherwise (and on the first call after Open) the family's entries go
-//     into a fresh LPM trie, which replaces the live one in one update of the
-//     outer map-in-map slot. The kernel waits for running programs before that
-//     update returns, so the old trie is in force until the new one is whole.
+// DenyStats says what the last ReplaceDenyList did.
+type DenyStats struct {
+	Op          string        // "unchanged", "adopted" (restart, pinned tries hash the same), "edit" (in place), "swap"
+	Put, Delete int           // entries written and deleted (edit, swap)
+	Prepare     time.Duration // Go: normalise, sort, split marks, hash, diff
+	Maps        time.Duration // kernel map updates
+}
+
+// ReplaceDenyList makes prefixes the deny list. Any order is accepted;
+// sorted by address then length (netip.Addr.Compare, then Bits) is fastest.
+//
+//   - Unchanged from what this process installed: nothing is written.
+//   - First call after Open, when the pinned tries hold exactly this list
+//     (a SHA-256 of the entries is pinned with the tries' ids): they are
+//     adopted as they are, nothing is written (an agent restart).
+//   - A small change (at most a quarter of the list plus 4096 entries) is
+//     applied in place: new and changed entries first, removals last. A
+//     prefix in both lists stays in the trie throughout; one only in the new
+//     list may be missing, one only in the old list may still deny, until
+//     the edit reaches it. Each entry changes atomically, not the list.
+//   - Otherwise each family's entries go into a fresh LPM trie, which replaces
+//     the live one in one update of the outer map-in-map slot: a packet sees
+//     the whole old or the whole new list of its family (IPv4 is swapped
+//     before IPv6). The kernel waits for running programs before that update
+//     returns; memory is doubled only during the swap.
 //
 // Then the deny generation is bumped, invalidating verdicts cached per source.
 // IPv6 prefixes longer than /64 also put a SPLIT mark on their /64 (unless a
 // prefix of /64 or shorter covers it), so per-/64 caching stays exact.
 func (f *Filter) ReplaceDenyList(prefixes []netip.Prefix) error {
-	var k4 []uint64
-	var e6 []ent[[20]byte]
-	var long []netip.Prefix
-	short := map[int]map[netip.Prefix]bool{} // IPv6 prefixes up to /64, by length
+	_, err := f.ReplaceDenyListStats(prefixes)
+	return err
+}
+
+// ReplaceDenyListStats is ReplaceDenyList, also saying what it did.
+func (f *Filter) ReplaceDenyListStats(prefixes []netip.Prefix) (DenyStats, error) {
+	start := time.Now()
+	d, err := denyEntries(prefixes)
+	if err != nil {
+		return DenyStats{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := DenyStats{Op: "swap"}
+	if f.deny4 != nil && f.deny6 != nil && slices.Equal(f.deny4.ents, d.v4) && slices.Equal(f.deny6.ents, d.v6) {
+		st.Op, st.Prepare = "unchanged", time.Since(start)
+		return st, nil
+	}
+	if f.deny4 == nil && f.deny6 == nil && f.adopt(d) {
+		st.Op, st.Prepare = "adopted", time.Since(start)
+		return st, nil
+	}
+	plan4 := plan(f.deny4, d.v4, cmp.Compare[uint64])
+	plan6 := plan(f.deny6, d.v6, cmp6)
+	st.Prepare = time.Since(start)
+	mapsAt := time.Now()
+	// Dirty while the tries change: a crash midway leaves no hash to adopt.
+	if err := f.objs.RtDenyh.Update(uint32(0), &rampartDenyh{}, ebpf.UpdateAny); err != nil {
+		return st, fmt.Errorf("bpf: clear deny hash: %w", err)
+	}
+	n4, err := apply(f, f.objs.RtDeny4, &f.deny4, plan4, d.v4, key4)
+	if err != nil {
+		return st, fmt.Errorf("bpf: IPv4 deny list: %w", err)
+	}
+	n6, err := apply(f, f.objs.RtDeny6, &f.deny6, plan6, d.v6, key6)
+	if err != nil {
+		return st, fmt.Errorf("bpf: IPv6 deny list: %w", err)
+	}
+	st.Put, st.Delete = n4.put+n6.put, n4.del+n6.del
+	if n4.swap || n6.swap {
+		st.Op = "swap"
+	} else {
+		st.Op = "edit"
+	}
+	ctl := f.ctl
+	ctl.DenyGen++
+	ctl.Deny4N, ctl.Deny6N = uint32(len(d.v4)), uint32(d.n6)
+	if err := f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
+		return st, fmt.Errorf("bpf: bump deny generation: %w", err)
+	}
+	f.ctl = ctl
+	if err := f.writeDenyHash(d.sum); err != nil {
+		return st, err
+	}
+	st.Maps = time.Since(mapsAt)
+	return st, nil
+}
+
+// denySet is a deny list as trie entries, sorted, with its hash.
+type denySet struct {
+	v4  []e4
+	v6  []e6 // denies and SPLIT marks
+	n6  int  // IPv6 denies
+	sum [32]byte
+}
+
+func denyEntries(prefixes []netip.Prefix) (*denySet, error) {
+	d := &denySet{}
+	var v6 []e6
 	for _, p := range prefixes {
 		if !p.IsValid() {
-			return fmt.Errorf("bpf: invalid deny prefix %v", p)
+			return nil, fmt.Errorf("bpf: invalid deny prefix %v", p)
 		}
 		p = p.Masked()
 		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 		}
-		if p.Addr().Is4() { // sorted as integers: much faster than by bytes
-			a := p.Addr().As4()
-			k4 = append(k4, uint64(p.Bits())<<32|uint64(binary.BigEndian.Uint32(a[:])))
+		if a := p.Addr(); a.Is4() {
+			b := a.As4()
+			d.v4 = append(d.v4, uint64(binary.BigEndian.Uint32(b[:]))<<8|uint64(p.Bits()))
 			continue
 		}
-		e6 = append(e6, ent[[20]byte]{key6(p), denyValue})
-		if p.Bits() > 64 {
-			long = append(long, p)
-		} else {
-			if short[p.Bits()] == nil {
-				short[p.Bits()] = map[netip.Prefix]bool{}
-			}
-			short[p.Bits()][p] = true
+		b := p.Addr().As16()
+		v6 = append(v6, e6{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]), uint8(p.Bits()), denyValue})
+	}
+	if !slices.IsSorted(d.v4) {
+		slices.Sort(d.v4)
+	}
+	d.v4 = slices.Compact(d.v4)
+	if !slices.IsSortedFunc(v6, cmp6) {
+		slices.SortFunc(v6, cmp6)
+	}
+	v6 = slices.CompactFunc(v6, func(a, b e6) bool { return cmp6(a, b) == 0 })
+	d.n6 = len(v6)
+	d.v6 = withSplitMarks(v6)
+	if len(d.v4) > denyMax || len(d.v6) > denyMax {
+		return nil, fmt.Errorf("bpf: deny list has %d IPv4 and %d IPv6 entries; at most %d each", len(d.v4), len(d.v6), denyMax)
+	}
+	h := sha256.New()
+	buf := make([]byte, 0, 64<<10)
+	for _, x := range d.v4 {
+		if buf = binary.LittleEndian.AppendUint64(buf, x); len(buf) >= 64<<10-24 {
+			h.Write(buf)
+			buf = buf[:0]
 		}
 	}
-	for _, p := range long {
-		p64 := netip.PrefixFrom(p.Addr(), 64).Masked()
-		covered := false
-		for bits, set := range short {
-			if set[netip.PrefixFrom(p64.Addr(), bits).Masked()] {
-				covered = true
-				break
-			}
-		}
-		if !covered {
-			e6 = append(e6, ent[[20]byte]{key6(p64), splitMark})
+	buf = append(buf, 0xff) // family separator
+	for _, x := range d.v6 {
+		buf = binary.LittleEndian.AppendUint64(buf, x.hi)
+		buf = binary.LittleEndian.AppendUint64(buf, x.lo)
+		if buf = append(buf, x.bits, x.v); len(buf) >= 64<<10-24 {
+			h.Write(buf)
+			buf = buf[:0]
 		}
 	}
-	slices.Sort(k4)
-	k4 = slices.Compact(k4)
-	e4 := make([]ent[[8]byte], len(k4))
-	for i, x := range k4 {
-		binary.NativeEndian.PutUint32(e4[i].k[:], uint32(x>>32))
-		binary.BigEndian.PutUint32(e4[i].k[4:], uint32(x))
-		e4[i].v = denyValue
-	}
-	e6 = sortedUnique(e6, func(a, b [20]byte) int { return bytes.Compare(a[:], b[:]) })
-	n4, n6 := len(e4), 0
-	for _, e := range e6 {
-		if e.v == denyValue {
-			n6++
-		}
-	}
-	if len(e4) > denyMax || len(e6) > denyMax {
-		return fmt.Errorf("bpf: deny list has %d IPv4 and %d IPv6 entries; at most %d each", len(e4), len(e6), denyMax)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := replace(f, f.objs.RtDeny4, &f.deny4, e4, func(a, b [8]byte) int { return bytes.Compare(a[:], b[:]) }); err != nil {
-		return fmt.Errorf("bpf: IPv4 deny list: %w", err)
-	}
-	if err := replace(f, f.objs.RtDeny6, &f.deny6, e6, func(a, b [20]byte) int { return bytes.Compare(a[:], b[:]) }); err != nil {
-		return fmt.Errorf("bpf: IPv6 deny list: %w", err)
-	}
-	ctl := f.ctl
-	ctl.DenyGen++
-	ctl.Deny4N, ctl.Deny6N = uint32(n4), uint32(n6)
-	if err := f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("bpf: bump deny generation: %w", err)
-	}
-	f.ctl = ctl
-	return nil
+	h.Write(buf)
+	h.Sum(d.sum[:0])
+	return d, nil
 }
 
-func key6(p netip.Prefix) [20]byte {
-	var k [20]byte
-	binary.NativeEndian.PutUint32(k[:], uint32(p.Bits()))
-	a := p.Addr().As16()
-	copy(k[4:], a[:])
-	return k
-}
-
-// sortedUnique sorts by key; of equal keys, a deny wins over a SPLIT mark.
-func sortedUnique[K any](es []ent[K], cmp func(a, b K) int) []ent[K] {
-	slices.SortFunc(es, func(a, b ent[K]) int {
-		if c := cmp(a.k, b.k); c != 0 {
-			return c
+// withSplitMarks adds a SPLIT mark at the /64 of each prefix longer than /64
+// that no prefix of /64 or shorter covers. v6 is sorted (address, length),
+// so the prefixes containing an entry are a stack of the entries before it.
+func withSplitMarks(v6 []e6) []e6 {
+	var marks []e6
+	var stack []e6
+	for _, e := range v6 {
+		for len(stack) > 0 && !contains6(stack[len(stack)-1], e) {
+			stack = stack[:len(stack)-1]
 		}
-		return int(a.v) - int(b.v)
-	})
-	return slices.CompactFunc(es, func(a, b ent[K]) bool { return cmp(a.k, b.k) == 0 })
-}
-
-func replace[K any](f *Filter, outer *ebpf.Map, live **trie[K], es []ent[K], cmp func(a, b K) int) error {
-	if t := *live; t != nil {
-		put, del := diff(t.ents, es, cmp)
-		if len(put)+len(del) <= len(es)/4+4096 {
-			// Denies before SPLIT marks: a /64 turning from DENY to SPLIT
-			// must find its longer prefixes already there.
-			slices.SortStableFunc(put, func(a, b ent[K]) int { return int(a.v) - int(b.v) })
-			err := fillTrie(t.m, put)
-			if err == nil {
-				err = deleteKeys(t.m, del)
-			}
-			if err != nil { // the live trie is old ∪ part of new: forget it
-				t.m.Close()
-				*live = nil
-				return err
-			}
-			t.ents = es
-			return nil
+		stack = append(stack, e)
+		if e.bits <= 64 || stack[0].bits <= 64 && len(stack) > 1 {
+			continue // stack[0] is the shortest prefix containing e
+		}
+		m := e6{hi: e.hi, bits: 64, v: splitMark}
+		if len(marks) == 0 || marks[len(marks)-1] != m {
+			marks = append(marks, m)
 		}
 	}
-	inner, err := ebpf.NewMap(f.innerSpec(outer))
-	if err != nil {
-		return fmt.Errorf("create trie: %w", err)
+	if len(marks) == 0 {
+		return v6
 	}
-	if err := fillTrie(inner, es); err != nil {
-		inner.Close()
-		return err
-	}
-	if err := outer.Put(uint32(0), inner); err != nil {
-		inner.Close()
-		return fmt.Errorf("swap trie: %w", err)
-	}
-	if *live != nil {
-		(*live).m.Close()
-	}
-	*live = &trie[K]{m: inner, ents: es}
-	return nil
-}
-
-// diff returns the entries of b that are new or changed (put) and the keys
-// only in a (del); both sorted by key.
-func diff[K any](a, b []ent[K], cmp func(a, b K) int) (put []ent[K], del []K) {
+	out := make([]e6, 0, len(v6)+len(marks))
 	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		c := 0
-		switch {
-		case j == len(b):
-			c = -1
-		case i == len(a):
-			c = 1
-		default:
-			c = cmp(a[i].k, b[j].k)
-		}
-		switch {
-		case c < 0:
-			del = append(del, a[i].k)
+	for i < len(v6) || j < len(marks) {
+		if j == len(marks) || i < len(v6) && cmp6(v6[i], marks[j]) < 0 {
+			out = append(out, v6[i])
 			i++
-		case c > 0:
-			put = append(put, b[j])
+		} else {
+			out = append(out, marks[j])
 			j++
-		default:
-			if a[i].v != b[j].v {
-				put = append(put, b[j])
-			}
-			i, j = i+1, j+1
 		}
 	}
-	return put, del
+	return out
 }
 
-const batch = 1 << 16
-
-func fillTrie[K any](m *ebpf.Map, es []ent[K]) error {
-	keys, vals := make([]K, 0, min(len(es), batch)), make([]uint8, 0, min(len(es), batch))
-	for len(es) > 0 {
-		n := min(len(es), batch)
-		keys, vals = keys[:0], vals[:0]
-		for _, e := range es[:n] {
-			keys, vals = append(keys, e.k), append(vals, e.v)
-		}
-		_, err := m.BatchUpdate(keys, vals, nil)
-		if errors.Is(err, ebpf.ErrNotSupported) { // LPM batch ops: Linux 6.x
-			for _, e := range es {
-				if err := m.Put(e.k, e.v); err != nil {
-					return fmt.Errorf("insert %v: %w", e.k, err)
-				}
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("insert prefixes: %w", err)
-		}
-		es = es[n:]
+// contains6 reports whether prefix p contains prefix e (p.bits <= e.bits).
+func contains6(p, e e6) bool {
+	if p.bits > e.bits {
+		return false
 	}
-	return nil
+	if p.bits <= 64 {
+		return p.bits == 0 || (p.hi^e.hi)>>(64-p.bits) == 0
+	}
+	return p.hi == e.hi && (p.lo^e.lo)>>(128-p.bits) == 0
 }
 
-func deleteKeys[K any](m *ebpf.Map, keys []K) error {
-	for _, k := range keys {
-		if err := m.Delete(k); err != nil && !isNotExist(err) {
-			return fmt.Errorf("delete %v: %w", k, err)
-		}
-	}
-	return nil
+func key4(x e4) ([8]byte, uint8) {
+	var k [8]byte
+	binary.NativeEndian.PutUint32(k[:], uint32(x&0xff))
+	binary.BigEndian.PutUint32(k[4:], uint32(x>>8))
+	return k, denyValue
+}
+
+func key6(x e6) ([20]byte, uint8) {
+	var k [20]byte
+	binary.NativeEndian.PutUint32(k[:], uint32(x.bits))
+	binary.BigEndian.PutUint64(k[4:], x.hi)
+	binary.BigEndian.PutUint64(k[12:], x.lo)
+	return k, x.v
 }

@@ -4,12 +4,15 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 )
 
 // bigList is n prefixes (90 % IPv4 /16../32, 10 % IPv6 /32../128) that avoid
@@ -121,5 +124,87 @@ func TestDenyListSwap1M(t *testing.T) {
 	}
 	if err != nil || s.Deny4+s.Deny6 != len(uniq) {
 		t.Fatalf("Stats %+v %v", s, err)
+	}
+}
+
+// TestDenyListAdoptEditSwap: an unchanged list writes nothing; a reopened
+// filter (an agent restart) adopts the pinned tries when the list hashes the
+// same, in any input order; a small change is an edit in place; a list that
+// does not match, or a hash cleared by an interrupted change, means a swap.
+func TestDenyListAdoptEditSwap(t *testing.T) {
+	needRoot(t)
+	root := netnstest.PinRoot(t)
+	f, err := Open(root, &Options{MaxSources: 4096, testClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetVIPs(testVIPs); err != nil {
+		t.Fatal(err)
+	}
+	f.setClock(t, 1e12)
+	l1 := bigList(3, 20_000, netip.MustParsePrefix("192.0.2.66/32"), netip.MustParsePrefix("2001:db8:6:6::66/128"))
+	shuffled := slices.Clone(l1)
+	rand.New(rand.NewPCG(9, 9)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	l2 := append(slices.Clone(l1), netip.MustParsePrefix("192.0.2.128/25"), netip.MustParsePrefix("2001:db8:7::/48"))
+	verdict := func(f *Filter, src string) uint32 {
+		t.Helper()
+		dst := "203.0.113.10"
+		if strings.Contains(src, ":") {
+			dst = "2001:db8::10"
+		}
+		ret, _, err := f.objs.RampartXdp.Test(pkt{src: src, dst: dst, proto: 6, sport: 40000, dport: 80}.bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ret
+	}
+	step := func(f *Filter, l []netip.Prefix, op string) {
+		t.Helper()
+		gen := f.ctl.DenyGen
+		st, err := f.ReplaceDenyListStats(l)
+		if err != nil || st.Op != op {
+			t.Fatalf("ReplaceDenyList: %+v %v; want op %s", st, err, op)
+		}
+		if bumped := f.ctl.DenyGen != gen; bumped != (op == "swap" || op == "edit") {
+			t.Fatalf("op %s: deny generation %d -> %d", op, gen, f.ctl.DenyGen)
+		}
+		t.Logf("%s: %d put, %d deleted; prepare %v, maps %v", st.Op, st.Put, st.Delete, st.Prepare, st.Maps)
+	}
+	reopen := func(f *Filter) *Filter {
+		t.Helper()
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		g, err := Open(root, &Options{MaxSources: 4096, testClock: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	step(f, l1, "swap")
+	step(f, shuffled, "unchanged")
+	f = reopen(f)
+	step(f, shuffled, "adopted")
+	for src, want := range map[string]uint32{"192.0.2.66": xdpDrop, "2001:db8:6:6::66": xdpDrop, "192.0.2.130": xdpPass, "2001:db8:7::1": xdpPass} {
+		if got := verdict(f, src); got != want {
+			t.Errorf("after adoption, %s: verdict %d, want %d", src, got, want)
+		}
+	}
+	step(f, l2, "edit")
+	if verdict(f, "192.0.2.130") != xdpDrop || verdict(f, "2001:db8:7::1") != xdpDrop || verdict(f, "192.0.2.66") != xdpDrop {
+		t.Error("the edit did not deny the new prefixes, or lost an old one")
+	}
+	f = reopen(f)
+	step(f, l1, "swap") // the pins hold l2
+	step(f, l2, "edit")
+	if err := f.objs.RtDenyh.Update(uint32(0), &rampartDenyh{}, 0); err != nil { // as if a change was cut short
+		t.Fatal(err)
+	}
+	f = reopen(f)
+	step(f, l2, "swap")
+	f = reopen(f)
+	step(f, l2, "adopted")
+	if err := f.Remove(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -86,6 +86,13 @@ struct { __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); __uint(max_entries, 1); __typ
 struct { __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS); __uint(max_entries, 1); __type(key, __u32);
 	 PINNED; __array(values, struct deny6_trie); } rt_deny6 SEC(".maps");
 
+/* Written only by the agent: SHA-256 of the deny entries in the live tries
+ * and those tries' map ids; zeroed while the tries are being changed. A
+ * restarted agent whose list hashes the same adopts the tries as they are. */
+struct denyh { __u8 sum[32]; __u32 id4, id6; };
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32);
+	 __type(value, struct denyh); PINNED; } rt_denyh SEC(".maps");
+
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * VIP_BUCKETS); __type(key, __u32);
 	 __type(value, struct vipt4); PINNED; } rt_vipt4 SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * VIP_BUCKETS); __type(key, __u32);

@@ -47,6 +47,13 @@ type rampartDcache struct {
 	Pad     uint32
 }
 
+type rampartDenyh struct {
+	_   structs.HostLayout
+	Sum [32]uint8
+	Id4 uint32
+	Id6 uint32
+}
+
 type rampartNewsrc struct {
 	_ structs.HostLayout
 	B struct {
@@ -127,6 +134,7 @@ const (
 	rampartMapRtDcache         = "rt_dcache"
 	rampartMapRtDeny4          = "rt_deny4"
 	rampartMapRtDeny6          = "rt_deny6"
+	rampartMapRtDenyh          = "rt_denyh"
 	rampartMapRtNewsrc         = "rt_newsrc"
 	rampartMapRtSocks          = "rt_socks"
 	rampartMapRtSrcs           = "rt_srcs"
@@ -201,6 +209,7 @@ type rampartMapSpecs struct {
 	RtDcache   *ebpf.MapSpec `ebpf:"rt_dcache"`
 	RtDeny4    *ebpf.MapSpec `ebpf:"rt_deny4"`
 	RtDeny6    *ebpf.MapSpec `ebpf:"rt_deny6"`
+	RtDenyh    *ebpf.MapSpec `ebpf:"rt_denyh"`
 	RtNewsrc   *ebpf.MapSpec `ebpf:"rt_newsrc"`
 	RtSocks    *ebpf.MapSpec `ebpf:"rt_socks"`
 	RtSrcs     *ebpf.MapSpec `ebpf:"rt_srcs"`
@@ -247,6 +256,7 @@ type rampartMaps struct {
 	RtDcache   *ebpf.Map `ebpf:"rt_dcache"`
 	RtDeny4    *ebpf.Map `ebpf:"rt_deny4"`
 	RtDeny6    *ebpf.Map `ebpf:"rt_deny6"`
+	RtDenyh    *ebpf.Map `ebpf:"rt_denyh"`
 	RtNewsrc   *ebpf.Map `ebpf:"rt_newsrc"`
 	RtSocks    *ebpf.Map `ebpf:"rt_socks"`
 	RtSrcs     *ebpf.Map `ebpf:"rt_srcs"`
@@ -266,6 +276,7 @@ func (m *rampartMaps) Close() error {
 		m.RtDcache,
 		m.RtDeny4,
 		m.RtDeny6,
+		m.RtDenyh,
 		m.RtNewsrc,
 		m.RtSocks,
 		m.RtSrcs,
