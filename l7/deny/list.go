@@ -129,6 +129,28 @@ func (l *List) CIDRs(now time.Time) []netip.Prefix {
 	return l.v6.appendLive(out, false, t)
 }
 
+// NextCIDRExpiry is the earliest expiry of a CIDR entry after now, i.e.
+// when CIDRs(now) next changes; ok is false when it never does. It scans the
+// prefixes (about a millisecond for a million), so callers can skip
+// recomputing CIDRs until then.
+func (l *List) NextCIDRExpiry(now time.Time) (next time.Time, ok bool) {
+	if l == nil {
+		return time.Time{}, false
+	}
+	t, best := now.Unix(), int64(0)
+	for _, s := range [2]*prefixSet{&l.v4, &l.v6} {
+		for i := range s.meta {
+			if e := s.meta[i].exp; e > t && (best == 0 || e < best) {
+				best = e
+			}
+		}
+	}
+	if best == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(best, 0), true
+}
+
 // builder indexes entries as decodeList reads them, in canonical order.
 type builder struct {
 	l      *List

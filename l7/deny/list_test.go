@@ -135,6 +135,25 @@ func TestCheckIP(t *testing.T) {
 	if n := len(l.CIDRs(t0)); n != 12 {
 		t.Errorf("CIDRs(t0) has %d prefixes, want 12", n)
 	}
+	// NextCIDRExpiry: when CIDRs changes next (h, then d, then never).
+	for _, c := range []struct {
+		at   time.Time
+		want time.Time
+	}{{t0, h}, {h.Add(-time.Nanosecond), h}, {h, d}, {later, d}, {d, time.Time{}}} {
+		got, ok := l.NextCIDRExpiry(c.at)
+		if !got.Equal(c.want) || ok != !c.want.IsZero() {
+			t.Errorf("NextCIDRExpiry(%s) = %s, %v; want %s", c.at.Format(time.TimeOnly), got, ok, c.want)
+		}
+		if !ok {
+			continue
+		}
+		if before, at := l.CIDRs(got.Add(-time.Nanosecond)), l.CIDRs(got); slices.Equal(before, at) {
+			t.Errorf("CIDRs do not change at NextCIDRExpiry(%s) = %s", c.at.Format(time.TimeOnly), got)
+		}
+	}
+	if _, ok := (*List)(nil).NextCIDRExpiry(t0); ok {
+		t.Error("a nil list has an expiry")
+	}
 }
 
 func TestCheckIPZeroLength(t *testing.T) {
