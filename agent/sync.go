@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/bpf"
-	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -65,6 +64,8 @@ type syncState struct {
 	deny      []netip.Prefix
 	denySeq   uint64
 	denyAt    time.Time
+	denyFrom  denyInputs // what deny was computed from
+	denyLast  denyApply
 	okAt      time.Time // last pass that left everything in line
 	err       string
 	passes    uint64
@@ -91,7 +92,7 @@ func (a *Agent) syncLoop(ctx context.Context) {
 
 // syncOnce brings the kernel in line with the active snapshot, the proxy's
 // sockets and the deny channel. full adds the once-a-second work: XDP
-// attachments checked, the deny list recomputed (expiries).
+// attachments checked.
 func (a *Agent) syncOnce(full bool) {
 	f := a.filter()
 	if f == nil {
@@ -151,22 +152,8 @@ func (a *Agent) syncOnce(full bool) {
 	}
 	st.haveLim, st.limits = cur == act.l4.Limits, cur
 
-	// Expiries: a small channel list is recomputed every pass, a big one
-	// (up to a million prefixes) every second.
-	if full || a.denySmall() || !st.haveDeny || st.version != act.snap.Version || a.denySeq() != st.denySeq {
-		seq, chan4 := a.denySeq(), a.denyCIDRs()
-		d := mergeDeny(act.l4.Deny, chan4)
-		if !st.haveDeny || !slices.Equal(d, st.deny) {
-			if err := f.ReplaceDenyList(d); err != nil {
-				fail("deny", err)
-				st.haveDeny = false
-			} else {
-				st.haveDeny, st.deny, st.denyAt = true, d, time.Now()
-			}
-		}
-		if st.haveDeny {
-			st.denySeq = seq
-		}
+	if err := a.syncDeny(f, act, &st); err != nil {
+		fail("deny", err)
 	}
 
 	st.passes++
@@ -194,24 +181,6 @@ func (a *Agent) syncOnce(full bool) {
 	if a.ac != nil {
 		a.ac.update(act)
 	}
-}
-
-func (a *Agent) denySeq() uint64 {
-	if a.deny == nil {
-		return 0
-	}
-	return a.deny.Current().Sequence()
-}
-
-func (a *Agent) denySmall() bool {
-	return a.deny != nil && a.deny.Current().Count(deny.KindCIDR) <= 4096
-}
-
-func (a *Agent) denyCIDRs() []netip.Prefix {
-	if a.deny == nil {
-		return nil
-	}
-	return a.deny.Current().CIDRs(time.Now())
 }
 
 // attachAll attaches (or confirms) XDP on every configured interface; an

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"crypto/ed25519"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/rampart-edge/rampart/bpf"
+	"github.com/rampart-edge/rampart/bpf/netnstest"
+	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// denyEntries makes n distinct CIDR entries: 90% IPv4 /16–/32, 10% IPv6
+// /32–/128 (like bpf's bigList), plus extra.
+func denyEntries(seed uint64, n int, exp time.Time, extra ...string) []deny.Entry {
+	r := rand.New(rand.NewPCG(seed, 1))
+	seen := make(map[netip.Prefix]bool, n)
+	out := make([]deny.Entry, 0, n+len(extra))
+	for len(out) < n {
+		var p netip.Prefix
+		if len(out)%10 == 9 {
+			var a [16]byte
+			a[0], a[1] = 0x24, byte(r.IntN(256))
+			for i := 2; i < 16; i++ {
+				a[i] = byte(r.Uint32())
+			}
+			p = netip.PrefixFrom(netip.AddrFrom16(a), 32+r.IntN(97)).Masked()
+		} else {
+			a := netip.AddrFrom4([4]byte{byte(1 + r.IntN(180)), byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32())})
+			p = netip.PrefixFrom(a, 16+r.IntN(17)).Masked()
+		}
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, deny.Entry{Kind: deny.KindCIDR, Value: p.String(), ExpiresAt: exp})
+		}
+	}
+	for _, v := range extra {
+		out = append(out, deny.Entry{Kind: deny.KindCIDR, Value: v, ExpiresAt: exp})
+	}
+	return out
+}
+
+func signedDeny(b testing.TB, priv ed25519.PrivateKey, seq uint64, es []deny.Entry) []byte {
+	data, err := deny.Build(es, seq, priv, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// BenchmarkDenyApply1M times the agent's deny path for a 1,000,000-CIDR
+// channel list (90% IPv4): parse (deny.Watcher.LoadState), union with the
+// snapshot's list, map update (syncDeny); for a whole new list, a 2-entry
+// change, a pass with nothing changed, and a restart (a new filter on the
+// same pins, a new agent state: the pinned tries are adopted).
+func BenchmarkDenyApply1M(b *testing.B) {
+	needRoot(b)
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	exp := time.Now().Add(24 * time.Hour)
+	a1 := denyEntries(1, 1_000_000, exp)
+	dir := b.TempDir()
+	files := map[string]string{}
+	for name, es := range map[string][]deny.Entry{
+		"A":  a1,
+		"B":  denyEntries(2, 1_000_000, exp),
+		"A2": append(a1[:len(a1):len(a1)], deny.Entry{Kind: deny.KindCIDR, Value: "192.0.2.0/24", ExpiresAt: exp}, deny.Entry{Kind: deny.KindCIDR, Value: "2001:db8::/48", ExpiresAt: exp}),
+	} {
+		files[name] = filepath.Join(dir, name)
+		if err := os.WriteFile(files[name], signedDeny(b, priv, 1, es), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	root := netnstest.PinRoot(b)
+	f, err := bpf.Open(root, &bpf.Options{MaxSources: 1024})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Remove() })
+	act := &activeSnap{snap: &snapshot.Snapshot{Version: snapshot.Version{Epoch: 1, Sequence: 1}},
+		l4: l4{Deny: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}}
+	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var st syncState
+	// apply loads a file as the agent does at start or on a change.
+	apply := func(f *bpf.Filter, name string) (parse time.Duration) {
+		runtime.GC()
+		t0 := time.Now()
+		a.deny = &deny.Watcher{StatePath: files[name], PublicKey: pub, Logger: a.log}
+		if err := a.deny.LoadState(); err != nil {
+			b.Fatal(err)
+		}
+		parse = time.Since(t0)
+		if err := a.syncDeny(f, act, &st); err != nil {
+			b.Fatal(err)
+		}
+		return parse
+	}
+	report := func(b *testing.B, p time.Duration, ds denyApply, total time.Duration) {
+		b.ReportMetric(float64(p.Milliseconds()), "parse-ms")
+		b.ReportMetric(float64(ds.union.Milliseconds()), "union-ms")
+		b.ReportMetric(float64(ds.Prepare.Milliseconds()), "prepare-ms")
+		b.ReportMetric(float64(ds.Maps.Milliseconds()), "maps-ms")
+		b.ReportMetric(float64((total - p).Milliseconds()), "apply-ms")
+		b.Logf("%s: %d put, %d deleted", ds.Op, ds.Put, ds.Delete)
+	}
+	apply(f, "A")
+	for _, c := range []struct{ name, from, to string }{{"swap", "A", "B"}, {"change2", "A", "A2"}} {
+		b.Run(c.name, func(b *testing.B) {
+			var p, total time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				apply(f, c.from)
+				b.StartTimer()
+				t0 := time.Now()
+				p = apply(f, c.to)
+				total = time.Since(t0)
+			}
+			report(b, p, st.denyLast, total)
+		})
+	}
+	apply(f, "A")
+	b.Run("idle-pass", func(b *testing.B) { // a pass with nothing changed
+		for b.Loop() {
+			if err := a.syncDeny(f, act, &st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("restart", func(b *testing.B) { // a new agent on the same pins, same list
+		for b.Loop() {
+			b.StopTimer()
+			f2, err := bpf.Open(root, &bpf.Options{MaxSources: 1024})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st = syncState{}
+			b.StartTimer()
+			t0 := time.Now()
+			p := apply(f2, "A")
+			total := time.Since(t0)
+			b.StopTimer()
+			report(b, p, st.denyLast, total)
+			f2.Close()
+			b.StartTimer()
+		}
+	})
+}
