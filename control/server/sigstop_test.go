@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -68,8 +69,15 @@ rollout: {tick: 50ms, stages: [{name: all}]}
 				continue
 			}
 			if os.Remove(arm) == nil {
+				// The stop reaches this thread a moment after kill returns
+				// (another thread may take the signal): wait for the
+				// SIGCONT, so nothing of the transaction runs before.
+				cont := make(chan os.Signal, 1)
+				signal.Notify(cont, syscall.SIGCONT)
 				fmt.Println("STOPPING", e.Subject)
 				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				<-cont
+				signal.Stop(cont)
 			}
 			return
 		}
