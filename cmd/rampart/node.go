@@ -54,7 +54,7 @@ func (n nodeFlags) config(pub ed25519.PublicKey, region, snapDir, denyFile strin
 	}
 	return nodeclient.Config{URL: *n.url, Token: strings.TrimSpace(string(tok)), PublicKey: pub,
 		Identity:    model.Identity{NodeID: *n.nodeID, Region: region, Zone: *n.zone, Cohort: *n.cohort},
-		SnapshotDir: snapDir, DenyFile: denyFile, HTTPClient: hc, Logger: slog.Default()}, true, nil
+		SnapshotDir: snapDir, DenyFile: denyFile, HTTPClient: hc}, true, nil
 }
 
 // nodeClient is the proxy's control plane client, once started.
