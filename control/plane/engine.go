@@ -45,6 +45,15 @@ func (p *Plane) wakeEngine() {
 	}
 }
 
+// wakeAt wakes the engine at t (the end of a bake), so a stage passes
+// when its bake ends, not at the next tick. Called under engMu.
+func (p *Plane) wakeAt(t time.Time) {
+	if p.bakeEnd != nil {
+		p.bakeEnd.Stop()
+	}
+	p.bakeEnd = time.AfterFunc(max(time.Until(t), 0), p.wakeEngine)
+}
+
 // nodeReported wakes the engine when a node's report can move the
 // staging rollout: the node runs or refused its version, or is unready.
 func (p *Plane) nodeReported(s model.Status) {
@@ -195,6 +204,9 @@ func (p *Plane) advance(ctx context.Context, id string, nodes []model.Node) (boo
 			}
 			p.log.Info("rollout done", "revision", ro.Revision)
 			return p.putRollout(ctx, tx, ro)
+		}
+		if ro.Phase == model.PhaseBaking && !ro.Paused {
+			p.wakeAt(ro.PhaseSince.Add(p.o.Policy.BakeOf(ro.Stage)))
 		}
 		if ro.Stage != stage {
 			ro.UpdatedAt = now

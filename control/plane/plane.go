@@ -58,6 +58,7 @@ type Plane struct {
 	hub     hub
 	refresh chan struct{}
 	kick    chan struct{} // wakes the rollout engine (engine.go: wakeEngine)
+	bakeEnd *time.Timer   // wakes it when the open stage's bake ends (engine.go; under engMu)
 
 	cacheMu sync.Mutex
 	files   map[string][]byte // snapshot files by revision id

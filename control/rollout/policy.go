@@ -133,6 +133,10 @@ func (p *Policy) Live(nodes []model.Node, now time.Time) []model.Node {
 	return out
 }
 
+// BakeOf is how long stage i bakes: its own bake when set (zero
+// included), else the policy's.
+func (p *Policy) BakeOf(i int) time.Duration { return p.bake(i) }
+
 func (p *Policy) bake(i int) time.Duration {
 	if b := p.Stages[i].Bake; b != nil {
 		return *b
