@@ -23,11 +23,18 @@ type fakeProxy struct {
 	applied []snapshot.Version
 	at      map[snapshot.Version]time.Time
 	deny    *deny.Watcher
+	watch   *snapdir.Watcher
+	refuse  func(snapshot.Version) error // Apply fails with it, like a proxy that cannot build a snapshot
 }
 
 func (f *fakeProxy) Apply(s *snapshot.Snapshot) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.refuse != nil {
+		if err := f.refuse(s.Version); err != nil {
+			return err
+		}
+	}
 	f.active = s.Version
 	f.applied = append(f.applied, s.Version)
 	if f.at == nil {
@@ -97,6 +104,7 @@ func (n *node) startProxy(t *testing.T) {
 	w := &snapdir.Watcher{Dir: filepath.Join(n.dir, "snapshots"), StateDir: filepath.Join(n.dir, "state"),
 		PublicKey: testPub, Interval: n.poll, Target: p, Log: logger()}
 	_ = w.LoadLastKnownGood()
+	p.watch = w
 	p.deny = &deny.Watcher{Path: filepath.Join(n.dir, "deny.json"), PublicKey: testPub, Interval: 50 * time.Millisecond, Logger: logger()}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -146,8 +154,12 @@ func (n *node) observe(context.Context) (nodeclient.Observation, error) {
 	if n.unready != nil && n.unready(v) {
 		ready = false
 	}
-	return nodeclient.Observation{Active: v, Ready: ready, Requests: n.reqs, Errors: n.errs,
-		LatencySeconds: float64(n.reqs) * 0.002, LatencyCount: n.reqs}, nil
+	o := nodeclient.Observation{Active: v, Ready: ready, Requests: n.reqs, Errors: n.errs,
+		LatencySeconds: float64(n.reqs) * 0.002, LatencyCount: n.reqs}
+	if r := p.watch.LastRefusal(); r != nil { // what the proxy's /status shows as last_refusal
+		o.Refused, o.RefusedReason = r.Version, r.Reason+": "+r.Error
+	}
+	return o, nil
 }
 
 func (n *node) setErrRate(f func(snapshot.Version) float64) {
