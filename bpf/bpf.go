@@ -37,6 +37,7 @@ type Options struct {
 // concurrent use.
 type Filter struct {
 	mu      sync.Mutex
+	dmu     sync.Mutex // the deny tries (deny4, deny6, rt_denyh); taken before mu
 	root    string
 	objs    rampartObjects
 	spec    *ebpf.CollectionSpec
@@ -171,6 +172,8 @@ func (f *Filter) innerSpec(outer *ebpf.Map) *ebpf.MapSpec {
 // Close releases this process's handles. Pinned maps and links stay: the
 // programs keep running until Remove (or Detach*).
 func (f *Filter) Close() error {
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error

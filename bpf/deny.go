@@ -81,8 +81,10 @@ func (f *Filter) ReplaceDenyListStats(prefixes []netip.Prefix) (DenyStats, error
 	if err != nil {
 		return DenyStats{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	// f.dmu, not f.mu: a swap takes seconds, and the other methods (counters,
+	// stats for /metrics) must not wait for it.
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
 	st := DenyStats{Op: "swap"}
 	if f.deny4 != nil && f.deny6 != nil && slices.Equal(f.deny4.ents, d.v4) && slices.Equal(f.deny6.ents, d.v6) {
 		st.Op, st.Prepare = "unchanged", time.Since(start)
@@ -114,13 +116,18 @@ func (f *Filter) ReplaceDenyListStats(prefixes []netip.Prefix) (DenyStats, error
 	} else {
 		st.Op = "edit"
 	}
+	f.mu.Lock()
 	ctl := f.ctl
 	ctl.DenyGen++
 	ctl.Deny4N, ctl.Deny6N = uint32(len(d.v4)), uint32(d.n6)
-	if err := f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
+	err = f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
+	if err == nil {
+		f.ctl = ctl
+	}
+	f.mu.Unlock()
+	if err != nil {
 		return st, fmt.Errorf("bpf: bump deny generation: %w", err)
 	}
-	f.ctl = ctl
 	if err := f.writeDenyHash(d.sum); err != nil {
 		return st, err
 	}

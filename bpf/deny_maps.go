@@ -192,7 +192,7 @@ func deleteKeys[K any](m *ebpf.Map, keys []K) error {
 }
 
 // adopt takes over the live tries when the pinned hash says they hold d
-// (an agent restart with an unchanged list). Call with f.mu held.
+// (an agent restart with an unchanged list). Call with f.dmu held.
 func (f *Filter) adopt(d *denySet) bool {
 	var h rampartDenyh
 	if err := f.objs.RtDenyh.Lookup(uint32(0), &h); err != nil || h.Sum != d.sum {
@@ -216,7 +216,7 @@ func (f *Filter) adopt(d *denySet) bool {
 	return true
 }
 
-// writeDenyHash records which list the live tries hold. Call with f.mu held.
+// writeDenyHash records which list the live tries hold. Call with f.dmu held.
 func (f *Filter) writeDenyHash(sum [32]byte) error {
 	h := rampartDenyh{Sum: sum}
 	for _, x := range []struct {
