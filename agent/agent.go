@@ -106,6 +106,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.c.StateDir, 0o700); err != nil {
 		return fmt.Errorf("agent state dir: %w", err)
 	}
+	// The admin listener comes first: /healthz and /metrics answer while the
+	// filter opens and the first sync runs (a million deny prefixes take
+	// seconds); /readyz says why it is not ready until then.
+	lc := net.ListenConfig{}
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(ctx, "tcp", a.c.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("admin listener on %s: %w", a.c.AdminAddr, err)
+	}
+	admin := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = admin.Serve(ln) }()
+	defer admin.Close()
+	if a.c.Started != nil {
+		a.c.Started(ln.Addr())
+	}
 	f, err := bpf.Open(a.c.PinRoot, &a.c.Maps)
 	if err != nil {
 		return fmt.Errorf("open BPF filter: %w", err)
@@ -125,16 +140,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.socks = &socketFollower{path: a.c.HandoffSocket, m: f, keep: a.steered,
 		idx: newSocketIndexes(filepath.Join(a.c.StateDir, "sockets.json"), a.c.Maps.MaxSockets)}
 
-	lc := net.ListenConfig{}
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(ctx, "tcp", a.c.AdminAddr)
-	if err != nil {
-		return fmt.Errorf("admin listener on %s: %w", a.c.AdminAddr, err)
-	}
-	admin := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = admin.Serve(ln) }()
-	defer admin.Close()
-
 	// Kernel state is touched only once the snapshot (and the sockets it
 	// steers to) are known, so a restart never writes a half picture.
 	if err := a.snaps.LoadLastKnownGood(); err != nil {
@@ -152,9 +157,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.fetchSockets(ctx)
 	a.syncOnce(true)
-	if a.c.Started != nil {
-		a.c.Started(ln.Addr())
-	}
 	a.log.Info("rampart agent started", "admin", ln.Addr().String(), "interfaces", a.c.Interfaces,
 		"pin_root", a.c.PinRoot, "active", a.activeVersion())
 
