@@ -28,6 +28,8 @@ type h2Guard struct {
 	last   time.Time
 	conts  int
 	broken bool
+
+	out h2Refusals // watches what the server writes (h2refuse.go)
 }
 
 const (
@@ -44,6 +46,15 @@ var errH2Abuse = errors.New("http2 connection closed for abuse")
 func newH2Guard(c *tls.Conn, maxResets int, onAbuse func(string)) *h2Guard {
 	return &h2Guard{Conn: c, onAbuse: onAbuse, preface: h2PrefaceLen,
 		rate: float64(maxResets), tokens: float64(maxResets)}
+}
+
+// Write passes the server's frames on, watching for the refusals x/net
+// answers by itself when onRefusal is set.
+func (g *h2Guard) Write(p []byte) (int, error) {
+	if g.out.onRefusal != nil {
+		g.out.scan(p)
+	}
+	return g.Conn.Write(p)
 }
 
 func (g *h2Guard) Read(p []byte) (int, error) {

@@ -245,6 +245,9 @@ func (g *generation) handshake(c net.Conn) {
 		g.l.p.errLog.Warn("closing abusive HTTP/2 connection", "listener", g.cfg.Name,
 			"remote", c.RemoteAddr().String(), "reason", reason)
 	})
+	guard.out.onRefusal = func(status int, reason, detail string) {
+		g.l.p.h2Refused(c.RemoteAddr().String(), status, reason, detail)
+	}
 	g.mu.Lock()
 	g.h2conns[guard] = struct{}{}
 	g.mu.Unlock()

@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// refusalH2 sends one request with the given extra fields on a new HTTP/2
+// connection (bypassing the checks Go's client makes) and returns the
+// response status.
+func refusalH2(t *testing.T, l *lab, fields ...hpack.HeaderField) string {
+	t.Helper()
+	c, err := tls.Dial("tcp", l.addr("https"), &tls.Config{RootCAs: l.roots, ServerName: "localhost", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range append([]hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+		{Name: ":authority", Value: "localhost"}, {Name: ":path", Value: "/x"}}, fields...) {
+		_ = enc.WriteField(f)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no response: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamID == 1 {
+				return f.PseudoValue("status")
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset (%v) instead of a response", f.ErrCode)
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY (%v) instead of a response", f.ErrCode)
+		}
+	}
+}
+
+// The answers x/net/http2 gives without calling the proxy (431 for a
+// header list over the limit, 400 for a connection-specific field) are
+// counted in rampart_bad_requests_total like HTTP/1.1's and logged; the
+// proxy's own 404 is not counted there.
+func TestH2RefusalsAreCounted(t *testing.T) {
+	l := newLab(t)
+	logs := &logSink{}
+	l.p = New(Options{AccessLog: logs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c := l.config()
+	c.Listeners[0].MaxHeaderBytes = 1024
+	l.apply(c)
+
+	if st := refusalH2(t, l); st != "404" {
+		t.Fatalf("plain request: status %s, want the proxy's 404", st)
+	}
+	if st := refusalH2(t, l, hpack.HeaderField{Name: "connection", Value: "close"}); st != "400" {
+		t.Fatalf("Connection field: status %s, want 400", st)
+	}
+	// Over the limit (1024 bytes, which x/net advertises as 1344), but not
+	// by so much that x/net closes the connection instead of answering.
+	var big []hpack.HeaderField
+	for i := 0; i < 3; i++ {
+		big = append(big, hpack.HeaderField{Name: "x-big-" + strconv.Itoa(i), Value: strings.Repeat("x", 700)})
+	}
+	if st := refusalH2(t, l, big...); st != "431" {
+		t.Fatalf("2.1 KB of fields over a 1024-byte limit: status %s, want 431", st)
+	}
+	if n := testutil.ToFloat64(l.p.metrics.badRequests.WithLabelValues("400", "header")); n != 1 {
+		t.Errorf("rampart_bad_requests_total{400,header} = %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(l.p.metrics.badRequests.WithLabelValues("431", "head_too_large")); n != 1 {
+		t.Errorf("rampart_bad_requests_total{431,head_too_large} = %v, want 1", n)
+	}
+	eventually(t, 10*time.Second, "access log lines for both refusals", func() bool {
+		s := logs.String()
+		return strings.Contains(s, `request header \"Connection\" is not valid in HTTP/2`) &&
+			strings.Contains(s, "request header list too large")
+	})
+}
+
+// The write-side scanner finds a refusal body split across writes and
+// frame headers, and ignores other DATA frames.
+func TestH2RefusalScannerAcrossWrites(t *testing.T) {
+	var got []int
+	s := &h2Refusals{onRefusal: func(status int, _, _ string) { got = append(got, status) }}
+	frame := func(typ byte, payload []byte) []byte {
+		n := len(payload)
+		return append([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, 0, 0, 0, 0, 1}, payload...)
+	}
+	var wire []byte
+	wire = append(wire, frame(0x4, make([]byte, 6))...)                        // SETTINGS
+	wire = append(wire, frame(0x1, h2Body431)...)                               // HEADERS with the same bytes: not a body
+	wire = append(wire, frame(frameData, []byte("hello"))...)                   // an ordinary body
+	wire = append(wire, frame(frameData, h2Body431)...)                         // 431
+	wire = append(wire, frame(frameData, bytes.Repeat([]byte("y"), 20000))...) // a long body
+	wire = append(wire, frame(frameData, []byte("request header \"Upgrade\" is not valid in HTTP/2\n"))...)
+	for i := 0; i < len(wire); i += 7 { // odd-sized writes
+		s.scan(wire[i:min(i+7, len(wire))])
+	}
+	if len(got) != 2 || got[0] != 431 || got[1] != 400 {
+		t.Fatalf("refusals seen %v, want [431 400]", got)
+	}
+}
+
+// Any byte stream, written in any pieces, gives the same refusals as
+// written whole, and never panics.
+func FuzzH2RefusalScanner(f *testing.F) {
+	f.Add(append([]byte{0, 0, byte(len(h2Body431)), 0, 0, 0, 0, 0, 1}, h2Body431...), uint8(3))
+	f.Add([]byte{0, 0, 5, 1, 4, 0, 0, 0, 1, 1, 2, 3, 4, 5, 0, 0}, uint8(1))
+	f.Fuzz(func(t *testing.T, wire []byte, step uint8) {
+		var whole, pieces []int
+		a := &h2Refusals{onRefusal: func(status int, _, _ string) { whole = append(whole, status) }}
+		a.scan(wire)
+		b := &h2Refusals{onRefusal: func(status int, _, _ string) { pieces = append(pieces, status) }}
+		n := int(step%32) + 1
+		for i := 0; i < len(wire); i += n {
+			b.scan(wire[i:min(i+n, len(wire))])
+		}
+		if len(whole) != len(pieces) {
+			t.Fatalf("whole %v, in pieces of %d %v", whole, n, pieces)
+		}
+		for i := range whole {
+			if whole[i] != pieces[i] {
+				t.Fatalf("whole %v, in pieces of %d %v", whole, n, pieces)
+			}
+		}
+	})
+}
