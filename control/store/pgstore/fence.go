@@ -27,8 +27,9 @@ const (
 //     server-side timeouts (idle_in_transaction_session_timeout,
 //     lock_timeout and statement_timeout), and checks the lease without
 //     locking it, so a follower does not run fn at all;
-//  2. fn writes; no lock on the lease row is held meanwhile, so a
-//     takeover never waits for a paused holder;
+//  2. fn writes (one write transaction at a time in this instance); no
+//     lock on the lease row is held meanwhile, so a takeover never waits
+//     for a paused holder;
 //  3. COMMIT runs the deferred fence trigger of every written row, which
 //     checks the lease again by the database clock holding its row FOR
 //     SHARE until the commit ends: a takeover (UPDATE of that row) and the
@@ -37,6 +38,17 @@ const (
 // A holder paused inside the transaction is ended by the server after
 // TxIdleTimeout, which aborts the transaction and frees its row locks.
 func (s *Store) update(ctx context.Context, epoch uint64, fn func(store.Tx) error) error {
+	// One write transaction at a time, as in the embedded store: the
+	// plane reads, decides and writes in one transaction and relies on
+	// no other write interleaving (READ COMMITTED alone would let two lose
+	// each other's update). Across instances the fence orders them: a
+	// write of epoch e commits before epoch e+1 begins or not at all.
+	select {
+	case s.writer <- struct{}{}:
+		defer func() { <-s.writer }()
+	case <-ctx.Done():
+		return fmt.Errorf("postgres store: wait for the write transaction in progress: %w", ctx.Err())
+	}
 	ptx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {
 		return fmt.Errorf("postgres store: begin: %w", err)

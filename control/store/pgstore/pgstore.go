@@ -61,7 +61,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 
-	lease leaseState
+	lease  leaseState
+	writer chan struct{} // holds one token while a write transaction runs
 
 	mu       sync.Mutex
 	subs     []func(model.Event)
@@ -98,7 +99,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
-	s := &Store{opt: o, pool: pool, log: o.Logger.With("instance", o.Instance)}
+	s := &Store{opt: o, pool: pool, log: o.Logger.With("instance", o.Instance), writer: make(chan struct{}, 1)}
 	v, err := migrate(ctx, pool)
 	if err != nil {
 		pool.Close()
