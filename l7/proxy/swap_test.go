@@ -63,11 +63,13 @@ func TestSnapshotSwapUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Load on both sides of the swap, by count (a busy box may need long
+	// for the first TLS handshakes; the deadlines are liveness bounds).
+	eventually(t, 30*time.Second, "requests before the swap", func() bool { return total.Load() >= 20 || failed.Load() > 0 })
 	before := total.Load()
 	l.apply(cfg("v2"))
 	swapped.Store(true)
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, 30*time.Second, "requests after the swap", func() bool { return v2.Count() >= 20 || failed.Load() > 0 })
 	stop.Store(true)
 	wg.Wait()
 	if failed.Load() != 0 {
