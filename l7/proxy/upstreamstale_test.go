@@ -188,4 +188,3 @@ func TestUnsolicitedUpstreamResponseIsNotServedToTheNextClient(t *testing.T) {
 		t.Fatalf("%v stale_connection replays: the desynced connection was used", n)
 	}
 }
-
