@@ -31,7 +31,9 @@ type PoolConfig struct {
 
 // Pool holds idle keep-alive connections to one upstream address. Idle
 // connections are reused newest first (LIFO), so a burst's extra connections
-// age out while the hot ones stay warm.
+// age out while the hot ones stay warm. A connection is reused only while
+// it is silent: one that received bytes, a FIN or a RST while idle is
+// closed on take and counted (Stats.Stale, TotalStale; see liveness.go).
 type Pool struct {
 	addr   string
 	cfg    PoolConfig
