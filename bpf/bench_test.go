@@ -47,6 +47,9 @@ func BenchmarkXDP(b *testing.B) {
 		netip.MustParsePrefix("2001:db8:6:6::66/128"))); err != nil {
 		b.Fatal(err)
 	}
+	// 192.0.2.2's bucket holds as many connections as the cap: its SYNs
+	// take the rt_conns lookup (the source itself is one below).
+	f.setConns(b, netip.MustParseAddr("192.0.2.2"), 1e6-1)
 	trivial := trivialXDP(b)
 	on := Limits{PPS: 1e9, PPSBurst: 1e9, SYNRate: 1e9, SYNBurst: 1e9, MaxConns: 1e6, NewSources: 1e9}
 	v6 := pkt{src: "2001:db8:1::1", dst: "2001:db8::10", proto: 17, sport: 5000, dport: 443}
@@ -58,9 +61,11 @@ func BenchmarkXDP(b *testing.B) {
 	}{
 		{"non-VIP pass", on, pkt{src: "192.0.2.1", dst: "198.51.100.1", proto: 6, sport: 1, dport: 22}.bytes(), xdpPass},
 		{"deny hit", on, tcp4("192.0.2.66", 0).bytes(), xdpDrop},
-		{"v6 deny hit, trie walk each packet", on, pkt{src: "2001:db8:6:6::66", dst: "2001:db8::10", proto: 6, sport: 1, dport: 80}.bytes(), xdpDrop},
+		{"v6 deny hit in a SPLIT /64", on, pkt{src: "2001:db8:6:6::66", dst: "2001:db8::10", proto: 6, sport: 1, dport: 80}.bytes(), xdpDrop},
+		{"v6 known source pass in a SPLIT /64", on, pkt{src: "2001:db8:6:6::67", dst: "2001:db8::10", proto: 6, sport: 1, dport: 80}.bytes(), xdpPass},
 		{"known source pass", on, tcp4("192.0.2.1", 0).bytes(), xdpPass},
 		{"known source SYN pass", on, tcp4("192.0.2.1", fSYN).bytes(), xdpPass},
+		{"known source SYN pass, bucket sum at the cap", on, tcp4("192.0.2.2", fSYN).bytes(), xdpPass},
 		{"limit drop", Limits{PPS: 1, PPSBurst: 1}, tcp4("192.0.2.1", 0).bytes(), xdpDrop},
 		{"v6 pass", on, v6.bytes(), xdpPass},
 	}

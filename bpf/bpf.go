@@ -89,6 +89,8 @@ func Open(pinRoot string, opts *Options) (*Filter, error) {
 	}
 	spec.Maps[rampartMapRtSrcs].MaxEntries = sets
 	size(rampartMapRtConns, o.MaxConnSources, 1<<18)
+	connSums := max(nextPow2(spec.Maps[rampartMapRtConns].MaxEntries), 1024)
+	spec.Maps[rampartMapRtConnsum].MaxEntries = connSums
 	size(rampartMapRtSocks, o.MaxSockets, 64)
 	size(rampartMapRtVip4, o.MaxVIPs, 4096)
 	size(rampartMapRtVip6, o.MaxVIPs, 4096)
@@ -97,15 +99,18 @@ func Open(pinRoot string, opts *Options) (*Filter, error) {
 		return nil, fmt.Errorf("bpf: tick length: %w", err)
 	}
 	for name, v := range map[string]any{
-		rampartVarRtTestClock: boolByte(o.testClock),
-		rampartVarRtJiffyNs:   uint64(res.Nano()),
-		rampartVarRtSrcShift:  uint32(64 - bits.TrailingZeros32(sets)),
+		rampartVarRtTestClock:    boolByte(o.testClock),
+		rampartVarRtJiffyNs:      uint64(res.Nano()),
+		rampartVarRtSrcShift:     uint32(64 - bits.TrailingZeros32(sets)),
+		rampartVarRtConnsumShift: uint32(64 - bits.TrailingZeros32(connSums)),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("bpf: set %s: %w", name, err)
 		}
 	}
 	// flipped: a previous agent may have switched a double buffer just now.
+	_, err = os.Stat(filepath.Join(pinRoot, "maps", rampartMapRtConnsum))
+	freshSums := errors.Is(err, os.ErrNotExist)
 	f := &Filter{root: pinRoot, spec: spec, links: map[string]link.Link{}, flipped: time.Now()}
 	err = spec.LoadAndAssign(&f.objs, &ebpf.CollectionOptions{
 		Maps: ebpf.MapOptions{PinPath: filepath.Join(pinRoot, "maps")},
@@ -120,6 +125,12 @@ func Open(pinRoot string, opts *Options) (*Filter, error) {
 	if err := f.init(); err != nil {
 		f.objs.Close()
 		return nil, err
+	}
+	if freshSums {
+		if err := f.fillConnSums(); err != nil {
+			f.objs.Close()
+			return nil, err
+		}
 	}
 	if err := f.takeOver(); err != nil {
 		f.Close()

@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
 
 	"github.com/cilium/ebpf"
@@ -127,3 +128,31 @@ func (f *Filter) Stats() (Stats, error) {
 	}
 	return s, nil
 }
+
+// fillConnSums sums rt_conns into a freshly created rt_connsum (pins of an
+// older version, whose connections are counted but not summed). A
+// connection opened or closed while this runs may be missed in its sum: an
+// under-count there lets a source of that bucket skip the cap check until
+// its bucket's connections close (only on such an upgrade).
+func (f *Filter) fillConnSums() error {
+	shift := 64 - bits.TrailingZeros32(f.objs.RtConnsum.MaxEntries())
+	sums := map[uint32]uint32{}
+	var k uint64
+	var n uint32
+	it := f.objs.RtConns.Iterate()
+	for it.Next(&k, &n) {
+		sums[uint32(mixKey(k)>>shift)] += n
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("bpf: read rt_conns: %w", err)
+	}
+	for i, v := range sums {
+		if err := f.objs.RtConnsum.Update(i, v, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("bpf: write rt_connsum[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// mixKey is mix() in rampart.c.
+func mixKey(x uint64) uint64 { return (x ^ x>>32) * 0x9E3779B97F4A7C15 }

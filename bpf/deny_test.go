@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -207,4 +208,45 @@ func TestDenyListAdoptEditSwap(t *testing.T) {
 	if err := f.Remove(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDenySplitCache: in a SPLIT /64 the exact verdict of each address is
+// cached per CPU with the deny generation; repeated packets keep their
+// verdict, and a list change flips them at once (a denied address never
+// gets per-source state, a passing one does).
+func TestDenySplitCache(t *testing.T) {
+	f := openVIPs(t, Options{MaxSources: 4096})
+	f.SetLimits(Limits{PPS: 1e6, PPSBurst: 1e6})
+	a, b := "2001:db8:5:5::a", "2001:db8:5:5::b"
+	frame := func(src string) []byte {
+		return pkt{src: src, dst: "2001:db8::10", proto: 6, sport: 40000, dport: 80}.bytes()
+	}
+	check := func(when string, want map[string]uint32) {
+		t.Helper()
+		for range 3 {
+			for src, w := range want {
+				if ret, _, err := f.objs.RampartXdp.Test(frame(src)); err != nil || ret != w {
+					t.Fatalf("%s: %s verdict %d (%v), want %d", when, src, ret, err, w)
+				}
+			}
+		}
+	}
+	lists := [][]netip.Prefix{
+		{netip.MustParsePrefix(a + "/128"), netip.MustParsePrefix("2001:db8:5:5::c/127")},
+		{netip.MustParsePrefix(b + "/128"), netip.MustParsePrefix("2001:db8:5:5::c/127")},
+	}
+	for i := range 4 {
+		if err := f.ReplaceDenyList(lists[i%2]); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			check(fmt.Sprintf("list %d", i), map[string]uint32{a: xdpDrop, b: xdpPass, "2001:db8:5:5::d": xdpDrop, "2001:db8:5:5::e": xdpPass})
+		} else {
+			check(fmt.Sprintf("list %d", i), map[string]uint32{a: xdpPass, b: xdpDrop, "2001:db8:5:5::d": xdpDrop, "2001:db8:5:5::e": xdpPass})
+		}
+	}
+	if err := f.ReplaceDenyList(nil); err != nil {
+		t.Fatal(err)
+	}
+	check("empty list", map[string]uint32{a: xdpPass, b: xdpPass, "2001:db8:5:5::d": xdpPass})
 }

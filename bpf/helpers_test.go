@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 	"testing"
 
@@ -44,9 +45,22 @@ func (f *Filter) setClock(t testing.TB, ns uint64) {
 	}
 }
 
+// setConns sets a source's connection count as sockops keeps it: in
+// rt_conns and in its bucket's sum in rt_connsum.
 func (f *Filter) setConns(t testing.TB, a netip.Addr, n uint32) {
 	t.Helper()
 	k := srcKey(a)
+	var old, sum uint32
+	if err := f.objs.RtConns.Lookup(k, &old); err != nil && !isNotExist(err) {
+		t.Fatal(err)
+	}
+	b := uint32(mixKey(k) >> (64 - bits.TrailingZeros32(f.objs.RtConnsum.MaxEntries())))
+	if err := f.objs.RtConnsum.Lookup(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.objs.RtConnsum.Put(b, sum+n-old); err != nil {
+		t.Fatal(err)
+	}
 	var err error
 	if n == 0 {
 		err = f.objs.RtConns.Delete(k)

@@ -122,6 +122,14 @@ type rampartVipt6 struct {
 	Pad      uint32
 }
 
+type rampartXcache struct {
+	_       structs.HostLayout
+	Hi      uint64
+	Lo      uint64
+	DenyGen uint32
+	Denied  uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -129,6 +137,7 @@ const (
 	rampartMapRtCfg            = "rt_cfg"
 	rampartMapRtClock          = "rt_clock"
 	rampartMapRtConns          = "rt_conns"
+	rampartMapRtConnsum        = "rt_connsum"
 	rampartMapRtCounters       = "rt_counters"
 	rampartMapRtCtl            = "rt_ctl"
 	rampartMapRtDcache         = "rt_dcache"
@@ -142,9 +151,11 @@ const (
 	rampartMapRtVip6           = "rt_vip6"
 	rampartMapRtVipt4          = "rt_vipt4"
 	rampartMapRtVipt6          = "rt_vipt6"
+	rampartMapRtXcache         = "rt_xcache"
 	rampartProgRampartSkLookup = "rampart_sk_lookup"
 	rampartProgRampartSockops  = "rampart_sockops"
 	rampartProgRampartXdp      = "rampart_xdp"
+	rampartVarRtConnsumShift   = "rt_connsum_shift"
 	rampartVarRtJiffyNs        = "rt_jiffy_ns"
 	rampartVarRtSrcShift       = "rt_src_shift"
 	rampartVarRtTestClock      = "rt_test_clock"
@@ -204,6 +215,7 @@ type rampartMapSpecs struct {
 	RtCfg      *ebpf.MapSpec `ebpf:"rt_cfg"`
 	RtClock    *ebpf.MapSpec `ebpf:"rt_clock"`
 	RtConns    *ebpf.MapSpec `ebpf:"rt_conns"`
+	RtConnsum  *ebpf.MapSpec `ebpf:"rt_connsum"`
 	RtCounters *ebpf.MapSpec `ebpf:"rt_counters"`
 	RtCtl      *ebpf.MapSpec `ebpf:"rt_ctl"`
 	RtDcache   *ebpf.MapSpec `ebpf:"rt_dcache"`
@@ -217,15 +229,17 @@ type rampartMapSpecs struct {
 	RtVip6     *ebpf.MapSpec `ebpf:"rt_vip6"`
 	RtVipt4    *ebpf.MapSpec `ebpf:"rt_vipt4"`
 	RtVipt6    *ebpf.MapSpec `ebpf:"rt_vipt6"`
+	RtXcache   *ebpf.MapSpec `ebpf:"rt_xcache"`
 }
 
 // rampartVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rampartVariableSpecs struct {
-	RtJiffyNs   *ebpf.VariableSpec `ebpf:"rt_jiffy_ns"`
-	RtSrcShift  *ebpf.VariableSpec `ebpf:"rt_src_shift"`
-	RtTestClock *ebpf.VariableSpec `ebpf:"rt_test_clock"`
+	RtConnsumShift *ebpf.VariableSpec `ebpf:"rt_connsum_shift"`
+	RtJiffyNs      *ebpf.VariableSpec `ebpf:"rt_jiffy_ns"`
+	RtSrcShift     *ebpf.VariableSpec `ebpf:"rt_src_shift"`
+	RtTestClock    *ebpf.VariableSpec `ebpf:"rt_test_clock"`
 }
 
 // rampartObjects contains all objects after they have been loaded into the kernel.
@@ -251,6 +265,7 @@ type rampartMaps struct {
 	RtCfg      *ebpf.Map `ebpf:"rt_cfg"`
 	RtClock    *ebpf.Map `ebpf:"rt_clock"`
 	RtConns    *ebpf.Map `ebpf:"rt_conns"`
+	RtConnsum  *ebpf.Map `ebpf:"rt_connsum"`
 	RtCounters *ebpf.Map `ebpf:"rt_counters"`
 	RtCtl      *ebpf.Map `ebpf:"rt_ctl"`
 	RtDcache   *ebpf.Map `ebpf:"rt_dcache"`
@@ -264,6 +279,7 @@ type rampartMaps struct {
 	RtVip6     *ebpf.Map `ebpf:"rt_vip6"`
 	RtVipt4    *ebpf.Map `ebpf:"rt_vipt4"`
 	RtVipt6    *ebpf.Map `ebpf:"rt_vipt6"`
+	RtXcache   *ebpf.Map `ebpf:"rt_xcache"`
 }
 
 func (m *rampartMaps) Close() error {
@@ -271,6 +287,7 @@ func (m *rampartMaps) Close() error {
 		m.RtCfg,
 		m.RtClock,
 		m.RtConns,
+		m.RtConnsum,
 		m.RtCounters,
 		m.RtCtl,
 		m.RtDcache,
@@ -284,6 +301,7 @@ func (m *rampartMaps) Close() error {
 		m.RtVip6,
 		m.RtVipt4,
 		m.RtVipt6,
+		m.RtXcache,
 	)
 }
 
@@ -291,9 +309,10 @@ func (m *rampartMaps) Close() error {
 //
 // It can be passed to loadRampartObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rampartVariables struct {
-	RtJiffyNs   *ebpf.Variable `ebpf:"rt_jiffy_ns"`
-	RtSrcShift  *ebpf.Variable `ebpf:"rt_src_shift"`
-	RtTestClock *ebpf.Variable `ebpf:"rt_test_clock"`
+	RtConnsumShift *ebpf.Variable `ebpf:"rt_connsum_shift"`
+	RtJiffyNs      *ebpf.Variable `ebpf:"rt_jiffy_ns"`
+	RtSrcShift     *ebpf.Variable `ebpf:"rt_src_shift"`
+	RtTestClock    *ebpf.Variable `ebpf:"rt_test_clock"`
 }
 
 // rampartPrograms contains all programs after they have been loaded into the kernel.

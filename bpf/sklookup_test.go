@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"errors"
+	"math/bits"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -105,19 +106,25 @@ func TestSkLookup(t *testing.T) {
 	}
 }
 
+// waitConns waits until src's connection count, and its bucket's sum in
+// rt_connsum (the only source of its bucket in these tests), are want.
 func waitConns(t testing.TB, f *Filter, src netip.Addr, want uint32) {
 	t.Helper()
-	var got uint32
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	var got, sum uint32
+	b := uint32(mixKey(srcKey(src)) >> (64 - bits.TrailingZeros32(f.objs.RtConnsum.MaxEntries())))
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		var err error
 		if got, err = f.ConnCount(src); err != nil {
 			t.Fatal(err)
 		}
-		if got == want {
+		if err = f.objs.RtConnsum.Lookup(b, &sum); err != nil {
+			t.Fatal(err)
+		}
+		if got == want && sum == want {
 			return
 		}
 	}
-	t.Fatalf("connection count of %v: %d, want %d", src, got, want)
+	t.Fatalf("connection count of %v: %d, its bucket's sum %d; want %d", src, got, sum, want)
 }
 
 // A cgroup directory that does not exist is refused with its path named,
