@@ -238,7 +238,7 @@ func (e *e2e) startAgent() {
 	case err := <-e.done:
 		e.t.Fatalf("agent: %v", err)
 	}
-	took := waitFor(e.t, 5*time.Second, "agent ready", func() bool { ok, _ := a.Ready(); return ok })
+	took := waitFor(e.t, 30*time.Second, "agent ready", func() bool { ok, _ := a.Ready(); return ok })
 	e.t.Logf("agent ready %v after its admin listener came up", took.Round(time.Millisecond))
 }
 
