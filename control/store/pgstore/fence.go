@@ -101,8 +101,7 @@ func (s *Store) fenceErr(epoch uint64, what string, err error) error {
 		case codeFence:
 			s.lease.lost(epoch)
 			return fmt.Errorf("%w: postgres store: the commit was refused: %s", store.ErrNotLeader, pe.Message)
-		case codeIdleInTxKill:
-			s.lease.lost(epoch)
+		case codeIdleInTxKill: // the lease may still be ours: only this write is lost
 			return fmt.Errorf("%w: postgres store: the server ended the write transaction of epoch %d after %s idle in it (paused?); nothing was written",
 				store.ErrNotLeader, epoch, s.opt.TxIdleTimeout)
 		case codeLockTimeout, codeQueryCanceled:
