@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -64,7 +65,8 @@ type DenyStats struct {
 //     the live one in one update of the outer map-in-map slot: a packet sees
 //     the whole old or the whole new list of its family (IPv4 is swapped
 //     before IPv6). The kernel waits for running programs before that update
-//     returns; memory is doubled only during the swap.
+//     returns; memory is doubled only during the swap. The two families are
+//     filled at the same time.
 //
 // Then the deny generation is bumped, invalidating verdicts cached per source.
 // IPv6 prefixes longer than /64 also put a SPLIT mark on their /64 (unless a
@@ -102,13 +104,26 @@ func (f *Filter) ReplaceDenyListStats(prefixes []netip.Prefix) (DenyStats, error
 	if err := f.objs.RtDenyh.Update(uint32(0), &rampartDenyh{}, ebpf.UpdateAny); err != nil {
 		return st, fmt.Errorf("bpf: clear deny hash: %w", err)
 	}
-	n4, err := apply(f, f.objs.RtDeny4, &f.deny4, plan4, d.v4, key4)
-	if err != nil {
-		return st, fmt.Errorf("bpf: IPv4 deny list: %w", err)
-	}
-	n6, err := apply(f, f.objs.RtDeny6, &f.deny6, plan6, d.v6, key6)
-	if err != nil {
-		return st, fmt.Errorf("bpf: IPv6 deny list: %w", err)
+	// The families' tries are independent (each has its own lock in the
+	// kernel): fill them on two CPUs.
+	var n6 applied
+	var err6 error
+	done6 := make(chan struct{})
+	go func() {
+		defer close(done6)
+		n6, err6 = apply(f, f.objs.RtDeny6, &f.deny6, plan6, d.v6, key6)
+	}()
+	n4, err4 := apply(f, f.objs.RtDeny4, &f.deny4, plan4, d.v4, key4)
+	<-done6
+	if err4 != nil || err6 != nil {
+		var errs []error
+		if err4 != nil {
+			errs = append(errs, fmt.Errorf("bpf: IPv4 deny list: %w", err4))
+		}
+		if err6 != nil {
+			errs = append(errs, fmt.Errorf("bpf: IPv6 deny list: %w", err6))
+		}
+		return st, errors.Join(errs...)
 	}
 	st.Put, st.Delete = n4.put+n6.put, n4.del+n6.del
 	if n4.swap || n6.swap {
