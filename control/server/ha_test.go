@@ -116,8 +116,12 @@ func TestTwoInstancesOnePostgres(t *testing.T) {
 	died := time.Now()
 	a.waitLeader(t, 10*tu.leaseTTL)
 	t.Logf("FIGURE takeover after the holder died (no release): %s (lease TTL %s)", time.Since(died).Round(time.Millisecond), tu.leaseTTL)
-	if got := a.srv.Store.Leader().Epoch; got != epoch1+2 {
-		t.Fatalf("epoch after the second takeover %d, want %d", got, epoch1+2)
+	// Above the dead holder's epoch; more than one above when a stall on
+	// a loaded box let the new lease lapse once and it was taken again.
+	if got := a.srv.Store.Leader().Epoch; got < epoch1+2 {
+		t.Fatalf("epoch after the second takeover %d, want at least %d", got, epoch1+2)
+	} else if got > epoch1+2 {
+		t.Logf("epoch after the second takeover %d (the lease lapsed and was taken again %d time(s))", got, got-epoch1-2)
 	}
 }
 
