@@ -54,9 +54,21 @@ func (p *Plane) wakeAt(t time.Time) {
 	p.bakeEnd = time.AfterFunc(max(time.Until(t), 0), p.wakeEngine)
 }
 
+// reportKey is what in a node's report can move a rollout.
+type reportKey struct {
+	active, refused snapshot.Version
+	ready           bool
+}
+
 // nodeReported wakes the engine when a node's report can move the
-// staging rollout: the node runs or refused its version, or is unready.
+// staging rollout: it changed what the node runs, refused or its
+// readiness, and the node now runs or refused the rollout's version, or
+// is unready. Reports that say what the last one said wake nothing.
 func (p *Plane) nodeReported(s model.Status) {
+	k := reportKey{s.Active, s.RefusedVersion, s.Ready}
+	if prev, ok := p.seen.Swap(s.NodeID, k); ok && prev.(reportKey) == k {
+		return
+	}
 	r := p.view.Load().rolling
 	if r != nil && (s.Active == r.Version || s.RefusedVersion == r.Version || !s.Ready) {
 		p.wakeEngine()

@@ -59,6 +59,7 @@ type Plane struct {
 	refresh chan struct{}
 	kick    chan struct{} // wakes the rollout engine (engine.go: wakeEngine)
 	bakeEnd *time.Timer   // wakes it when the open stage's bake ends (engine.go; under engMu)
+	seen    sync.Map      // node id → what its last report said that can move a rollout (engine.go)
 
 	cacheMu sync.Mutex
 	files   map[string][]byte // snapshot files by revision id
