@@ -16,8 +16,9 @@ var ErrBadHost = errors.New("bad host")
 // routes are matched on (NormalizeHost's form) and the authority to forward:
 // that host plus ":port" when a port is given and is not defaultPort.
 //
-// Accepted: a reg-name of ASCII letters, digits, "-", ".", "_" and "~"; a
-// dotted IPv4 address (which is a reg-name too); "[IPv6]" without a zone.
+// Accepted: a reg-name of ASCII letters, digits, "-", ".", "_" and "~"
+// with no empty label (one trailing dot is allowed and dropped); a dotted
+// IPv4 address (which is a reg-name too); "[IPv6]" without a zone.
 // Refused: userinfo ("@"), sub-delims (",", ";", "!", ...) and percent
 // escapes in a reg-name, IPvFuture, bare IPv6, non-ASCII, an empty host
 // with a port, and a port that is not all digits or is above 65535. An
@@ -43,6 +44,9 @@ func ParseAuthority(s string, defaultPort int) (host, authority string, err erro
 			if !regNameChars[h[i]] {
 				return "", "", fmt.Errorf("%w: byte %q not allowed in host %q", ErrBadHost, h[i], trunc(s))
 			}
+		}
+		if h[0] == '.' || strings.Contains(h, "..") {
+			return "", "", fmt.Errorf("%w: host %q has an empty label", ErrBadHost, trunc(s))
 		}
 	}
 	keepPort := false

@@ -37,6 +37,7 @@ func TestParseAuthority(t *testing.T) {
 		"api.example.com:123456", "api.example.com:-1", ":443", ":", "::1", "[::1", "[::1]x", "[::1]:x",
 		"[fe80::1%25eth0]", "[v1.abc]", "[1.2.3.4]", "a,b.example", "a;b", "a b", "a%2eb", "a\x00b",
 		"ex\xc3\xa4mple.com", "a/b", "a\\b", "a?b", "a#b", "a:1:2", "[]",
+		"a..", "a..b", ".a", ".", "..", ".:80",
 	} {
 		h, a, err := ParseAuthority(in, 443)
 		if !errors.Is(err, ErrBadHost) || h != "" || a != "" {
@@ -72,7 +73,7 @@ func TestCheckQuery(t *testing.T) {
 // after the host; and it never holds a byte that could split a header or
 // a list.
 func FuzzParseAuthority(f *testing.F) {
-	for _, s := range []string{"a.example:8443", "A.EXAMPLE.:", "[::1]:443", "[::1]", "a:@b", "a,b", ":1", "x:0443", ""} {
+	for _, s := range []string{"a.example:8443", "A.EXAMPLE.:", "[::1]:443", "[::1]", "a:@b", "a,b", ":1", "x:0443", "", "0.."} {
 		f.Add(s, 443)
 	}
 	f.Fuzz(func(t *testing.T, s string, def int) {
