@@ -322,3 +322,25 @@ func TestUpstreamChunkedAnyCase(t *testing.T) {
 		t.Fatalf("got %d %q, want 200 \"hello\"", code, body)
 	}
 }
+
+// Requests the HTTP/1.1 parser refuses are counted by status and a reason
+// from a fixed set (the parser's message quotes bytes, so it is no label).
+func TestParserRefusalsCountedWithReason(t *testing.T) {
+	l, up := hostLab(t, false)
+	for _, tc := range []struct{ head, code, reason string }{
+		{"GET /v1/x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "400", "host"},
+		{"GET /v1/x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n continued\r\n\r\n", "400", "header"},
+		{"GET /v1/x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", "400", "framing"},
+		{"GET /v1/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", "501", "transfer_encoding"},
+		{"GET /v1/\x01 HTTP/1.1\r\nHost: a\r\n\r\n", "400", "target"},
+		{"GET /v1/x HTTP/2.2\r\nHost: a\r\n\r\n", "505", "version"},
+	} {
+		rawH1(t, dialTCP(t, l.addr("http")), tc.head)
+		if n := testutil.ToFloat64(l.p.metrics.badRequests.WithLabelValues(tc.code, tc.reason)); n != 1 {
+			t.Errorf("%q: rampart_bad_requests_total{code=%s,reason=%s} = %v, want 1", tc.head, tc.code, tc.reason, n)
+		}
+	}
+	if up.Count() != 0 {
+		t.Errorf("refused requests reached the upstream: %d", up.Count())
+	}
+}
