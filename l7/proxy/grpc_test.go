@@ -51,7 +51,7 @@ func grpcLab(t *testing.T) (*lab, *health.Server, *grpc.ClientConn) {
 
 func TestGRPCUnaryAndTrailers(t *testing.T) {
 	_, hs, cc := grpcLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	hc := healthpb.NewHealthClient(cc)
 	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
@@ -72,7 +72,7 @@ func TestGRPCUnaryAndTrailers(t *testing.T) {
 
 func TestGRPCServerStreaming(t *testing.T) {
 	_, hs, cc := grpcLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	hs.SetServingStatus("svc", healthpb.HealthCheckResponse_NOT_SERVING)
 	w, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{Service: "svc"})
@@ -93,7 +93,7 @@ func TestGRPCServerStreaming(t *testing.T) {
 
 func TestGRPCBidirectionalStreaming(t *testing.T) {
 	_, _, cc := grpcLab(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stream, err := rpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
 	if err != nil {

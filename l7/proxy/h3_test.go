@@ -31,15 +31,21 @@ func (l *lab) h3Config(endpoints ...string) *snapshot.Config {
 	return c
 }
 
-// h3Client returns an HTTP/3-only client that trusts the lab certificate.
-// A handshake that gets no answer fails after 300 ms.
-func (l *lab) h3Client() *http.Client {
+// h3Client returns an HTTP/3-only client that trusts the lab certificate,
+// with liveness bounds a busy box cannot miss (10 s handshake, 30 s request).
+func (l *lab) h3Client() *http.Client { return l.h3ClientWith(10*time.Second, 30*time.Second) }
+
+// h3Refused returns the same client for requests that must fail: a
+// handshake that gets no answer fails after 300 ms.
+func (l *lab) h3Refused() *http.Client { return l.h3ClientWith(300*time.Millisecond, 5*time.Second) }
+
+func (l *lab) h3ClientWith(handshake, timeout time.Duration) *http.Client {
 	tr := &http3.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: l.roots, ServerName: "localhost"},
-		QUICConfig:      &quic.Config{HandshakeIdleTimeout: 300 * time.Millisecond},
+		QUICConfig:      &quic.Config{HandshakeIdleTimeout: handshake},
 	}
 	l.t.Cleanup(func() { _ = tr.Close() })
-	return &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	return &http.Client{Transport: tr, Timeout: timeout}
 }
 
 func h3Get(t *testing.T, c *http.Client, url string) (int, string, *http.Response) {
@@ -252,7 +258,7 @@ func TestH3LimitsFromListenerConfig(t *testing.T) {
 
 	// max_connections: a second QUIC connection is refused while the
 	// first is open, and admitted once it has closed.
-	if _, err := l.h3Client().Get(l.url("https", "/x")); err == nil {
+	if _, err := l.h3Refused().Get(l.url("https", "/x")); err == nil {
 		t.Error("second connection admitted over max_connections 1")
 	}
 	if n := testutil.ToFloat64(l.p.metrics.connRejected.WithLabelValues("https", "max_connections")); n < 1 {
@@ -317,7 +323,7 @@ func TestH3FollowsSnapshotSwaps(t *testing.T) {
 	if addr != l.addr("https") {
 		t.Fatalf("listener moved from %s to %s", addr, l.addr("https"))
 	}
-	if resp, err := l.h3Client().Get(l.url("https", "/x")); err == nil {
+	if resp, err := l.h3Refused().Get(l.url("https", "/x")); err == nil {
 		resp.Body.Close()
 		t.Fatalf("HTTP/3 request served after h3 was removed: %d", resp.StatusCode)
 	}
@@ -378,7 +384,7 @@ func TestH3ShutdownFreesUDPPort(t *testing.T) {
 	if code, _, _ := h3Get(t, l.h3Client(), l.url("https", "/x")); code != 200 {
 		t.Fatal(code)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a liveness bound
 	defer cancel()
 	if err := l.p.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown: %v", err)
