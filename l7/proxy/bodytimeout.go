@@ -40,7 +40,7 @@ func withBodyTimeout(next http.Handler, timeout time.Duration, counter prometheu
 }
 
 func (h *bodyTimeout) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 { // h2 ends a bodiless stream with its head
 		h.next.ServeHTTP(w, r)
 		return
 	}

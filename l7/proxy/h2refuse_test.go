@@ -116,9 +116,9 @@ func TestH2RefusalScannerAcrossWrites(t *testing.T) {
 	}
 	var wire []byte
 	wire = append(wire, frame(0x4, make([]byte, 6))...)                        // SETTINGS
-	wire = append(wire, frame(0x1, h2Body431)...)                               // HEADERS with the same bytes: not a body
-	wire = append(wire, frame(frameData, []byte("hello"))...)                   // an ordinary body
-	wire = append(wire, frame(frameData, h2Body431)...)                         // 431
+	wire = append(wire, frame(0x1, h2Body431)...)                              // HEADERS with the same bytes: not a body
+	wire = append(wire, frame(frameData, []byte("hello"))...)                  // an ordinary body
+	wire = append(wire, frame(frameData, h2Body431)...)                        // 431
 	wire = append(wire, frame(frameData, bytes.Repeat([]byte("y"), 20000))...) // a long body
 	wire = append(wire, frame(frameData, []byte("request header \"Upgrade\" is not valid in HTTP/2\n"))...)
 	for i := 0; i < len(wire); i += 7 { // odd-sized writes
