@@ -109,7 +109,8 @@ func decodeList(b []byte) (*List, error) {
 	var bl builder
 	bl.init(b)
 	var prev, cur norm
-	var vbuf, rbuf, cbuf []byte
+	var vbuf, rbuf, cbuf, lastExp []byte
+	var lastExpAt int64
 	malformed := func(what string) (*List, error) {
 		return nil, fmt.Errorf("%w: list: %s at byte %d (entry %d)", ErrMalformed, what, s.i, bl.n+1)
 	}
@@ -172,8 +173,14 @@ func decodeList(b []byte) (*List, error) {
 				return invalid(err)
 			}
 		}
-		if cur.exp, ok = parseExpiry(exp); !ok {
+		// Lists hold few distinct expiries: the last one is reused (parsing
+		// one costs ~80 ns, a tenth of a CIDR entry's decoding).
+		if len(lastExp) > 0 && bytes.Equal(exp, lastExp) {
+			cur.exp = lastExpAt
+		} else if cur.exp, ok = parseExpiry(exp); !ok {
 			return invalid(fmt.Errorf("expires_at %q is not a UTC time like %s", exp, timeLayout))
+		} else {
+			lastExp, lastExpAt = exp, cur.exp
 		}
 		if cur.kind == KindCIDR {
 			p, err := parseCIDR(cur.value)
