@@ -75,7 +75,7 @@ func Run(ctx context.Context, c Config) error {
 		log.Info("listener address overridden on this node", "listener", name, "address", addr)
 	}
 	w := &snapdir.Watcher{Dir: c.SnapshotDir, StateDir: c.StateDir, PublicKey: c.PublicKey,
-		Interval: c.Poll, Target: overrideTarget{p, ov}, Log: log}
+		Interval: c.Poll, Target: overrideTarget{p, ov, log}, Log: log}
 	if err := w.LoadLastKnownGood(); err != nil {
 		log.Error("last-known-good snapshot not used", "err", err)
 	}

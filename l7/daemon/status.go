@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -117,7 +118,8 @@ func ParseListenOverrides(pairs []string) (map[string]string, error) {
 // before the proxy sees it (the verified file itself is unchanged).
 type overrideTarget struct {
 	*proxy.Proxy
-	ov *overrides
+	ov  *overrides
+	log *slog.Logger
 }
 
 func (t overrideTarget) Apply(s *snapshot.Snapshot) error {
@@ -131,6 +133,11 @@ func (t overrideTarget) Apply(s *snapshot.Snapshot) error {
 		if to, ok := t.ov.to[l.Name]; ok {
 			from[l.Name] = l.Address
 			cfg.Listeners[i].Address = to
+		}
+	}
+	for name := range t.ov.to {
+		if _, ok := from[name]; !ok {
+			t.log.Warn("listen override names no listener of the snapshot", "listener", name, "version", s.Version.String())
 		}
 	}
 	c := *s
