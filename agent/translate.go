@@ -177,7 +177,26 @@ func comparePrefix(a, b netip.Prefix) int {
 }
 
 // mergeSorted merges two sorted lists into a new one, dropping duplicates.
+// A short list (the snapshot's) goes into a long one (the channel's) by
+// binary search and block copies.
 func mergeSorted(a, b []netip.Prefix) []netip.Prefix {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	if len(a)*64 < len(b) {
+		out := make([]netip.Prefix, 0, len(a)+len(b))
+		for _, p := range a {
+			i, found := slices.BinarySearchFunc(b, p, comparePrefix)
+			out, b = append(out, b[:i]...), b[i:]
+			if !found && (len(out) == 0 || out[len(out)-1] != p) {
+				out = append(out, p)
+			}
+		}
+		return append(out, b...)
+	}
 	out := make([]netip.Prefix, 0, len(a)+len(b))
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {

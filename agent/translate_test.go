@@ -3,6 +3,7 @@ package agent
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,5 +126,29 @@ func TestMergeDeny(t *testing.T) {
 	want := pp("192.0.2.0/24", "192.0.2.1/32", "198.51.100.0/24", "2001:db8::/32")
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestMergeDenyLongAndShort: a short list merged into a long sorted one
+// (binary search path) gives what sorting the concatenation gives.
+func TestMergeDenyLongAndShort(t *testing.T) {
+	var long []netip.Prefix
+	for i := range 5000 {
+		long = append(long, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24))
+	}
+	long = append(long, netip.MustParsePrefix("2001:db8::/32"))
+	short := []netip.Prefix{netip.MustParsePrefix("2001:db8::/48"), netip.MustParsePrefix("10.0.5.0/24"),
+		netip.MustParsePrefix("10.0.5.0/25"), netip.MustParsePrefix("1.2.3.4/32"), netip.MustParsePrefix("1.2.3.4/32"),
+		netip.MustParsePrefix("2001:db9::/32")}
+	want := slices.Concat(long, short)
+	slices.SortFunc(want, comparePrefix)
+	want = slices.Compact(want)
+	for _, got := range [][]netip.Prefix{mergeDeny(short, long), mergeDeny(long, short)} {
+		if !slices.Equal(got, want) {
+			t.Fatalf("merge: %d prefixes, want %d", len(got), len(want))
+		}
+	}
+	if got := mergeDeny(nil, long); !slices.Equal(got, long) {
+		t.Fatal("merge with an empty list changed the list")
 	}
 }
