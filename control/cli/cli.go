@@ -147,8 +147,18 @@ func (c *cmd) want(min, max int, usage string) error {
 
 func (c *cmd) json() bool { return *c.output == "json" }
 
-// Main runs a client subcommand: args[0] is its name.
+// Main runs a client subcommand: args[0] is its name. -h prints the
+// subcommand's flags and the command list, and is not an error.
 func Main(args []string, env Env) error {
+	err := dispatch(args, env)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(env.Stderr, "\n"+Usage)
+		return nil
+	}
+	return err
+}
+
+func dispatch(args []string, env Env) error {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
 	}

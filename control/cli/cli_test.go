@@ -133,6 +133,9 @@ func TestErrors(t *testing.T) {
 			}
 		}
 	}
+	if out, err := p.run(t, adminToken, "fleet", "-h"); err != nil || out != "" {
+		t.Fatalf("fleet -h: %v %q", err, out)
+	}
 	var ae *APIError
 	_, err := p.run(t, readToken, "rollout", "abort", "r1")
 	if !errors.As(err, &ae) || ae.Code != 403 {
