@@ -150,6 +150,9 @@ func (c *cmd) json() bool { return *c.output == "json" }
 // Main runs a client subcommand: args[0] is its name. -h prints the
 // subcommand's flags and the command list, and is not an error.
 func Main(args []string, env Env) error {
+	if env.Stderr == nil {
+		env.Stderr = os.Stderr
+	}
 	err := dispatch(args, env)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(env.Stderr, "\n"+Usage)
@@ -161,6 +164,12 @@ func Main(args []string, env Env) error {
 func dispatch(args []string, env Env) error {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
+	}
+	if env.Stdin == nil {
+		env.Stdin = os.Stdin
+	}
+	if env.Stdout == nil {
+		env.Stdout = os.Stdout
 	}
 	if len(args) == 0 || !IsCommand(args[0]) {
 		fmt.Fprint(env.Stderr, Usage)
