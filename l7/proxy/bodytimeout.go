@@ -22,10 +22,13 @@ var errBodyTimeout = fmt.Errorf("request body: no bytes within request_body_time
 func isBodyTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
 // bodyTimeout gives every read of an HTTP/2 or HTTP/3 request body a
-// deadline. x/net/http2 and quic-go have no per-read deadline on a server
-// stream, so a timer closes the body when a read waits too long: that
-// wakes the read and resets the stream (after the handler returns on h2,
-// at once with STOP_SENDING on h3), freeing everything the request holds.
+// deadline. Both servers only offer an absolute stream read deadline
+// (http.ResponseController), which x/net/http2 sets through a message to
+// the connection's serve goroutine on every call; so one timer per request,
+// re-armed around each read, closes the body when a read waits too long:
+// that wakes the read and resets the stream (after the handler returns on
+// h2, at once with STOP_SENDING on h3), freeing everything the request
+// holds.
 type bodyTimeout struct {
 	next    http.Handler
 	timeout time.Duration
