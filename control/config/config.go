@@ -82,6 +82,10 @@ type Postgres struct {
 	DSNEnv   string   `yaml:"dsn_env"`   // read the DSN from this environment variable instead
 	LeaseTTL Duration `yaml:"lease_ttl"` // default 10s
 	Instance string   `yaml:"instance"`  // default host-pid-random
+	// TxIdleTimeout: the server ends a write transaction idle this long
+	// (a paused leader), freeing its locks; default lease_ttl/2, below
+	// lease_ttl, above the longest pause inside a write (signing).
+	TxIdleTimeout Duration `yaml:"tx_idle_timeout"`
 }
 
 // Rollout configures staged rollouts.
@@ -152,6 +156,7 @@ func (c *Config) defaults() {
 	}
 	setDur(&c.WatchTimeout, 30*time.Second)
 	setDur(&c.Storage.Postgres.LeaseTTL, 10*time.Second)
+	setDur(&c.Storage.Postgres.TxIdleTimeout, c.Storage.Postgres.LeaseTTL.D()/2)
 	r := &c.Rollout
 	setDur(&r.Tick, time.Second)
 	setDur(&r.NodeTimeout, 30*time.Second)
@@ -211,6 +216,10 @@ func (c *Config) validate() error {
 	case "postgres":
 		if (c.Storage.Postgres.DSN == "") == (c.Storage.Postgres.DSNEnv == "") {
 			errs = append(errs, errors.New("storage.postgres: give exactly one of dsn and dsn_env"))
+		}
+		if pg := c.Storage.Postgres; pg.TxIdleTimeout.D() <= 0 || pg.TxIdleTimeout.D() >= pg.LeaseTTL.D() {
+			errs = append(errs, fmt.Errorf("storage.postgres.tx_idle_timeout %s must be above 0 and below lease_ttl %s (a paused leader's locks must go before another takes over)",
+				pg.TxIdleTimeout.D(), pg.LeaseTTL.D()))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("storage.type %q must be embedded or postgres", c.Storage.Type))

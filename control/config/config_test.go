@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,16 @@ func TestExample(t *testing.T) {
 	if len(p.Stages) != 4 || p.Stages[1].Match.Zone != "eu-west-1a" || *p.Stages[1].Bake != 10*time.Minute ||
 		p.Health.MaxLatencyIncreaseMs != 50 || c.Shadow().MaxUnexpected != 0 || c.Storage.Postgres.LeaseTTL.D() != 10*time.Second {
 		t.Fatalf("%+v", p)
+	}
+	if got := c.Storage.Postgres.TxIdleTimeout.D(); got != 5*time.Second {
+		t.Fatalf("tx_idle_timeout default %s, want lease_ttl/2", got)
+	}
+	pg := "signing_key: k\ntokens: [{name: a, role: admin, sha256: ab}]\nstorage: {type: postgres, postgres: {dsn: x, lease_ttl: 2s, tx_idle_timeout: %s}}\n"
+	if _, err := Parse([]byte(fmt.Sprintf(pg, "2s"))); err == nil || !strings.Contains(err.Error(), "tx_idle_timeout") {
+		t.Fatalf("tx_idle_timeout equal to lease_ttl: %v", err)
+	}
+	if c, err := Parse([]byte(fmt.Sprintf(pg, "1500ms"))); err != nil || c.Storage.Postgres.TxIdleTimeout.D() != 1500*time.Millisecond {
+		t.Fatalf("tx_idle_timeout 1500ms: %v", err)
 	}
 	t.Setenv("RAMPART_CONTROL_DSN", "postgres://x@y/z")
 	if dsn, err := c.PostgresDSN(); err != nil || dsn != "postgres://x@y/z" {

@@ -105,7 +105,7 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, adjust
 			return nil, err
 		}
 		pg := cfg.Storage.Postgres
-		po := pgstore.Options{DSN: dsn, Instance: pg.Instance, LeaseTTL: pg.LeaseTTL.D(), Logger: log}
+		po := pgstore.Options{DSN: dsn, Instance: pg.Instance, LeaseTTL: pg.LeaseTTL.D(), TxIdleTimeout: pg.TxIdleTimeout.D(), Logger: log}
 		if adjust != nil {
 			adjust(&po)
 		}
