@@ -43,7 +43,7 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path, query, host := ct.path, ct.query, ct.host
-	log.path, log.host = path, r.Host
+	log.path = path
 	var m route.Match
 	rt.table.Lookup(host, r.Method, path, &m)
 	switch m.Status {
