@@ -130,3 +130,18 @@ func FuzzCheckQuery(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseAuthority(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _, _ = ParseAuthority("api.example.com:8443", 443)
+	}
+}
+
+func BenchmarkCheckQuery(b *testing.B) {
+	q := "page=2&sort=created_at&filter=status%3Aopen&fields=id,name,owner"
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = CheckQuery(q)
+	}
+}
