@@ -99,7 +99,9 @@ func TestDryRunStatusAndCommand(t *testing.T) {
 	if st := s.vip("2001:db8::10/128"); st.State != StateAnnounced || st.OnWire != nil || st.WouldSend == nil || st.DryRun != "would announce" {
 		t.Fatalf("the IPv6 VIP does not need api_upstreams: %+v", st)
 	}
-	if st := s.vip("192.0.2.10/32"); st.OnWire != nil || st.WouldSend != nil || st.DryRun != "would not announce" {
+	// The state changes first, the (would-be) wire right after it.
+	waitFor(t, "the withdrawn IPv4 VIP's would-be path gone", func() bool { return s.vip("192.0.2.10/32").WouldSend == nil })
+	if st := s.vip("192.0.2.10/32"); st.OnWire != nil || st.DryRun != "would not announce" {
 		t.Fatalf("the withdrawn IPv4 VIP in a dry run: %+v", st)
 	}
 
