@@ -57,6 +57,11 @@ func stallConfig(t *testing.T, l *lab, bodyTimeoutMs int, h3 bool) {
 		c.Listeners[i].RequestBodyTimeoutMs = bodyTimeoutMs
 	}
 	c.Clusters[0].CircuitBreaker = snapshot.Breaker{MaxRequests: 5000, MaxPending: 5000, MaxConnections: 5000}
+	// Thousands of upstream dials at once may overflow the test upstream's
+	// accept queue on a busy box: a slow connect must neither fail nor
+	// eject the only endpoint (which answers the normal requests with 503).
+	c.Clusters[0].ConnectTimeoutMs = 30000
+	c.Clusters[0].Outlier = snapshot.Outlier{Consecutive5xx: -1, ConsecutiveGatewayErrors: -1}
 	c.Clusters[0].MaxIdlePerEndpoint = 64
 	c.Routes = []snapshot.Route{
 		{ID: "up", Host: "*", Methods: []string{"POST"}, PathTemplate: "/up/{rest...}", UpstreamCluster: "app",

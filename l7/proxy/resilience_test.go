@@ -127,7 +127,8 @@ func TestOutlierEjectionAndReturn(t *testing.T) {
 	})
 	good := startUpstream(t, "good", nil)
 	oneCluster(l, func(c *snapshot.Cluster) {
-		c.Outlier = snapshot.Outlier{Consecutive5xx: 3, BaseEjectionMs: 300, MaxEjectionMs: 1000, MaxEjectionPercent: 50}
+		// 5 s: the 20 requests below must fit in the ejection even on a busy box.
+		c.Outlier = snapshot.Outlier{Consecutive5xx: 3, BaseEjectionMs: 5000, MaxEjectionMs: 5000, MaxEjectionPercent: 50}
 	}, nil, bad.Addr(), good.Addr())
 	for i := 0; i < 20; i++ {
 		status(t, l.url("http", "/x"))
@@ -139,7 +140,8 @@ func TestOutlierEjectionAndReturn(t *testing.T) {
 		t.Fatalf("ejections = %v", n)
 	}
 	failing.Store(false)
-	time.Sleep(350 * time.Millisecond) // the ejection (300 ms) ends
+	es := l.p.Active().clusters["app"].endpoints[0].state
+	eventually(t, 30*time.Second, "the ejection to end", func() bool { return es.ejectedAt.Load() <= time.Now().UnixNano() })
 	for i := 0; i < 10; i++ {
 		status(t, l.url("http", "/x"))
 	}
