@@ -46,6 +46,7 @@ const Usage = `rampart control — operator commands against a running control p
   submit -f FILE [-message M] [-idempotency-key K]   submit a config (YAML, or JSON for *.json; - for stdin)
   diff REV [-from REV]                               routes and sections changed (default -from: its baseline, else the stable revision)
   rollout status [REV]                               open rollouts (or the newest), or one rollout with its stages
+  rollout status REV -wait [-timeout D]              follow it until it ends; exit 1 unless it is done
   rollout pause|resume|abort REV [-reason R]         steer a rollout
   revisions [-limit N]                               newest first
   fleet                                              every node: stage, versions, health, refusals

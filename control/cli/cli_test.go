@@ -32,7 +32,10 @@ func TestOperatorFlow(t *testing.T) {
 	p := startPlane(t)
 	out := p.ok(t, "submit", "-f", p.file(t, "v1.yaml", cfg(getUser)), "-message", "first")
 	golden(t, "submit.txt", out)
-	eventually(t, "r1 done", func() bool { return p.rollout(t, "r1").State == model.StateDone })
+	if out := p.ok(t, "rollout", "status", "r1", "-wait", "-timeout", "1m"); !strings.Contains(out, "r1 pending") && !strings.Contains(out, "r1 done") ||
+		!strings.Contains(out, "state:         done") {
+		t.Fatalf("rollout status -wait:\n%s", out)
+	}
 
 	out = p.ok(t, "submit", "-f", p.file(t, "v2.yaml", cfg(getUserSlo, listUsers)), "-message", "list users", "-o", "json")
 	var rev model.Revision
@@ -69,6 +72,10 @@ func TestOperatorFlow(t *testing.T) {
 	var ro Rollout
 	if err := json.Unmarshal([]byte(out), &ro); err != nil || ro.State != model.StateAborted || ro.Reason != "wrong idea" || ro.RolledBackTo == "" {
 		t.Fatalf("abort -o json: %v %s", err, out)
+	}
+
+	if _, err := p.run(t, readToken, "rollout", "status", "r3", "-wait"); err == nil || !strings.Contains(err.Error(), "rollout r3 aborted: wrong idea") {
+		t.Fatalf("rollout status -wait of an aborted rollout: %v", err)
 	}
 
 	// The fleet: a second node reports that its proxy refused r3.

@@ -98,13 +98,21 @@ func rollout(ctx context.Context, env Env, args []string) error {
 	}
 	c := newCmd("rollout "+verb, env)
 	if verb == "status" {
+		wait := c.fs.Bool("wait", false, "with REV: wait until the rollout ends (like kubectl rollout status); exit 1 unless it is done")
+		timeout := c.fs.Duration("timeout", 30*time.Minute, "with -wait: give up after this long")
 		if err := c.parse(rest); err != nil {
 			return err
 		}
-		if err := c.want(0, 1, "[REV]"); err != nil {
+		if err := c.want(0, 1, "[REV [-wait [-timeout D]]]"); err != nil {
 			return err
 		}
 		var raw []byte
+		if *wait {
+			if len(c.args) != 1 {
+				return fmt.Errorf("rollout status -wait: name the revision")
+			}
+			return waitRollout(ctx, c, c.args[0], *timeout)
+		}
 		if len(c.args) == 1 {
 			ro, err := c.client.Rollout(ctx, c.args[0], &raw)
 			if err != nil {
@@ -149,6 +157,45 @@ func rollout(ctx context.Context, env Env, args []string) error {
 	}
 	renderRollout(env.Stdout, ro)
 	return nil
+}
+
+// waitRollout follows a rollout until it ends, printing each change of
+// state, stage or phase; an end other than done is an error.
+func waitRollout(ctx context.Context, c *cmd, id string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		var raw []byte
+		ro, err := c.client.Rollout(ctx, id, &raw)
+		if err != nil {
+			return err
+		}
+		if now := state(ro) + " " + stageName(ro) + " " + ro.Phase; now != last && !c.json() {
+			fmt.Fprintf(c.env.Stdout, "%s  %s %s\n", time.Now().UTC().Format("15:04:05"), id, strings.Join(strings.Fields(now), " "))
+			last = now
+		}
+		if !ro.Open() {
+			if c.json() {
+				if err := printRaw(c.env.Stdout, raw); err != nil {
+					return err
+				}
+			} else {
+				renderRollout(c.env.Stdout, ro)
+			}
+			if ro.State != "done" {
+				return fmt.Errorf("rollout %s %s: %s", id, ro.State, ro.Reason)
+			}
+			return nil
+		}
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("rollout %s still %s after %s", id, state(ro), timeout)
+		case <-t.C:
+		}
+	}
 }
 
 func revisions(ctx context.Context, c *cmd, args []string) error {
