@@ -172,6 +172,12 @@ func (c *conn) applyFraming(r *http.Request, f *framing) *parseError {
 	case f.hosts == 0 && r.ProtoMinor == 1 && r.URL.Host == "":
 		return refuse(http.StatusBadRequest, "missing Host field")
 	}
+	if r.URL.User != nil {
+		// RFC 9112 §3.2.2: a sender must not put userinfo in the target; a
+		// proxy that dropped it silently would forward another authority
+		// than the one the client wrote.
+		return refuse(http.StatusBadRequest, "userinfo in the request target")
+	}
 	r.Host = f.host
 	if r.URL.Host != "" && r.Method != "CONNECT" {
 		r.Host = r.URL.Host // absolute-form wins (RFC 9112 §3.2.2)

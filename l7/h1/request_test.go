@@ -24,3 +24,17 @@ func TestTransferEncodingTokenCase(t *testing.T) {
 		t.Errorf("Expect: 100-Continue: got %q", out)
 	}
 }
+
+func TestUserinfoInTargetIsRefused(t *testing.T) {
+	_, addr := echoServer(t)
+	for _, target := range []string{"http://u@a.example/x", "http://u:p@a.example/x", "http://:@a.example/x"} {
+		out := exchange(t, addr, "GET "+target+" HTTP/1.1\r\nHost: a.example\r\n\r\n")
+		if !strings.HasPrefix(out, "HTTP/1.1 400") {
+			t.Errorf("GET %s: got %q, want 400", target, out)
+		}
+	}
+	out := exchange(t, addr, "GET http://a.example/x HTTP/1.1\r\nHost: a.example\r\n\r\n")
+	if !strings.HasPrefix(out, "HTTP/1.1 200") {
+		t.Errorf("absolute-form without userinfo: got %q, want 200", out)
+	}
+}
