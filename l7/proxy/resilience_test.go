@@ -202,7 +202,11 @@ func TestOutlierEjectionGrowsAndIsCapped(t *testing.T) {
 func TestActiveHealthChecks(t *testing.T) {
 	l := newLab(t)
 	var sick atomic.Bool
+	var proxied atomic.Int64 // requests other than health checks
 	a := startUpstream(t, "a", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			proxied.Add(1)
+		}
 		if r.URL.Path == "/health" && sick.Load() {
 			w.WriteHeader(503)
 		}
@@ -219,13 +223,15 @@ func TestActiveHealthChecks(t *testing.T) {
 	eventually(t, 10*time.Second, "a to turn unhealthy", func() bool {
 		return testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", a.Addr())) == 0
 	})
-	before := a.Count()
+	before := proxied.Load()
 	for i := 0; i < 10; i++ {
 		if code, _ := status(t, l.url("http", "/x")); code != 200 {
 			t.Fatalf("%d", code)
 		}
 	}
-	if got := a.Count() - before; got > 2 { // only health checks may still arrive
+	// Health checks keep arriving (how many depends on the box's speed);
+	// requests must not.
+	if got := proxied.Load() - before; got != 0 {
 		t.Fatalf("unhealthy endpoint took %d requests", got)
 	}
 	sick.Store(false)
