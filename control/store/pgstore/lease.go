@@ -82,7 +82,9 @@ func (s *Store) tickLease(ctx context.Context) {
 	s.lease.mu.Lock()
 	leader, epoch := s.lease.leader, s.lease.epoch
 	s.lease.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, s.opt.LeaseTTL/3)
+	// An answer that comes late still counts (validity runs from sent):
+	// give a busy server half a TTL rather than one renewal period.
+	cctx, cancel := context.WithTimeout(ctx, s.opt.LeaseTTL/2)
 	defer cancel()
 	if leader {
 		tag, err := s.pool.Exec(cctx, `UPDATE lease SET expires_at = clock_timestamp() + $3 * interval '1 millisecond'
@@ -98,10 +100,19 @@ func (s *Store) tickLease(ctx context.Context) {
 		}
 		return
 	}
+	// Take an expired lease (epoch+1), or adopt an unexpired one the
+	// database already names this instance the holder of: a takeover or
+	// renewal the server applied but whose answer was lost (the deadline
+	// below passed on a busy box, the connection broke). Its epoch has
+	// held without a gap, so it is kept; taking it again only after it
+	// lapsed would move the epoch once more for nothing.
 	var newEpoch int64
-	err := s.pool.QueryRow(cctx, `UPDATE lease SET holder = $1, epoch = epoch + 1,
-			expires_at = clock_timestamp() + $2 * interval '1 millisecond'
-		WHERE id = 1 AND expires_at < clock_timestamp() RETURNING epoch`, s.opt.Instance, ttl).Scan(&newEpoch)
+	err := s.pool.QueryRow(cctx, `UPDATE lease l SET holder = $1,
+			epoch = CASE WHEN l.holder = $1 AND l.expires_at > c.now THEN l.epoch ELSE l.epoch + 1 END,
+			expires_at = c.now + $2 * interval '1 millisecond'
+		FROM (SELECT clock_timestamp() AS now) c
+		WHERE l.id = 1 AND (l.expires_at < c.now OR l.holder = $1)
+		RETURNING l.epoch`, s.opt.Instance, ttl).Scan(&newEpoch)
 	switch {
 	case err == nil:
 		s.setLease(true, uint64(newEpoch), sent, s.opt.Instance)
