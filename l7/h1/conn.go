@@ -135,7 +135,7 @@ func (c *conn) serveRequest() (keep bool) {
 	perr := c.readRequest()
 	if perr != nil {
 		if !errors.Is(perr.err, io.EOF) && !isTimeout(perr.err) {
-			c.s.rejected(perr.status, perr.reason)
+			c.s.rejected(c.remote, perr.status, perr.reason)
 			c.writeError(perr.status, perr.reason)
 		}
 		return false

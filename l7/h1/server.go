@@ -37,8 +37,9 @@ type Server struct {
 	BodyTimedOut func()
 	// Logger gets handler panics; nil means slog.Default().
 	Logger *slog.Logger
-	// Rejected, when set, is told about every request refused by the parser.
-	Rejected func(status int, reason string)
+	// Rejected, when set, is told about every request refused by the
+	// parser: the client's address, the status sent and why.
+	Rejected func(remote string, status int, reason string)
 	// BaseContext is the parent of every request context; nil: Background.
 	BaseContext context.Context
 
@@ -105,8 +106,8 @@ func (s *Server) logger() *slog.Logger {
 	return s.Logger
 }
 
-func (s *Server) rejected(status int, reason string) {
+func (s *Server) rejected(remote string, status int, reason string) {
 	if s.Rejected != nil {
-		s.Rejected(status, reason)
+		s.Rejected(remote, status, reason)
 	}
 }

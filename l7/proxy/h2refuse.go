@@ -82,10 +82,17 @@ func (s *h2Refusals) check(body []byte) {
 }
 
 // h2Refused counts an answer x/net gave by itself in
-// rampart_bad_requests_total and writes its access log line (as an error,
-// within the access log's error budget).
+// rampart_bad_requests_total and writes its access log line.
 func (p *Proxy) h2Refused(remote string, status int, reason, detail string) {
+	p.refused(remote, "HTTP/2.0", status, reason, "refused by the HTTP/2 server: "+detail)
+}
+
+// refused counts a request a protocol server refused before any handler
+// ran (h1's parser, x/net's own 431/400) and writes its access log line,
+// as an error within the access log's error budget, so refusals of every
+// protocol are seen the same way.
+func (p *Proxy) refused(remote, proto string, status int, reason, detail string) {
 	p.metrics.badRequests.WithLabelValues(strconv.Itoa(status), reason).Inc()
-	p.accessLog.write(&accessEntry{start: time.Now(), reqID: requestID(""), remote: remote, proto: "HTTP/2.0",
-		status: status, err: "refused by the HTTP/2 server: " + detail})
+	p.accessLog.write(&accessEntry{start: time.Now(), reqID: requestID(""), remote: remote, proto: proto,
+		status: status, err: detail})
 }

@@ -43,6 +43,10 @@ func refusalH2(t *testing.T, l *lab, fields ...hpack.HeaderField) string {
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
+	// Read the whole response, up to END_STREAM: the server's write-side
+	// scanner sees the body as it is written, so once the client has it,
+	// the refusal is counted (returning at HEADERS raced the body's write).
+	status := ""
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
@@ -55,7 +59,14 @@ func refusalH2(t *testing.T, l *lab, fields ...hpack.HeaderField) string {
 			}
 		case *http2.MetaHeadersFrame:
 			if f.StreamID == 1 {
-				return f.PseudoValue("status")
+				status = f.PseudoValue("status")
+				if f.StreamEnded() {
+					return status
+				}
+			}
+		case *http2.DataFrame:
+			if f.StreamID == 1 && f.StreamEnded() {
+				return status
 			}
 		case *http2.RSTStreamFrame:
 			t.Fatalf("stream reset (%v) instead of a response", f.ErrCode)
@@ -151,5 +162,25 @@ func FuzzH2RefusalScanner(f *testing.F) {
 				t.Fatalf("whole %v, in pieces of %d %v", whole, n, pieces)
 			}
 		}
+	})
+}
+
+// HTTP/1.1 parser refusals are logged like HTTP/2's: a line with the
+// client's address, the status and the parser's reason.
+func TestH1RefusalsAreLogged(t *testing.T) {
+	l := newLab(t)
+	logs := &logSink{}
+	l.p = New(Options{AccessLog: logs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l.apply(l.config())
+	conn := dialTCP(t, l.addr("http"))
+	local := conn.LocalAddr().String()
+	rawH1(t, conn, "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+	if n := testutil.ToFloat64(l.p.metrics.badRequests.WithLabelValues("400", "host")); n != 1 {
+		t.Errorf("rampart_bad_requests_total{400,host} = %v, want 1", n)
+	}
+	eventually(t, 10*time.Second, "an access log line for the refusal", func() bool {
+		s := logs.String()
+		return strings.Contains(s, "refused by the HTTP/1.1 parser: more than one Host field") &&
+			strings.Contains(s, local) && strings.Contains(s, `"status":400`)
 	})
 }

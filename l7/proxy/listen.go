@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,8 +103,8 @@ func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 		BodyReadTimeout:   bodyTimeout,
 		BodyTimedOut:      h1Timeouts.Inc,
 		Logger:            l.p.errLog,
-		Rejected: func(status int, reason string) {
-			l.p.metrics.badRequests.WithLabelValues(strconv.Itoa(status), parserReason(status, reason)).Inc()
+		Rejected: func(remote string, status int, reason string) {
+			l.p.refused(remote, "HTTP/1.1", status, parserReason(status, reason), "refused by the HTTP/1.1 parser: "+reason)
 		},
 	}
 	if cfg.TLS != nil {
