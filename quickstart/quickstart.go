@@ -106,24 +106,26 @@ func Run(ctx context.Context, o Options) error {
 }
 
 func printHelp(w io.Writer, dir, cert, admin string) {
+	// %[1]s state dir, %[2]s certificate, %[3]s admin address, %[4]s this
+	// binary as the user ran it, %[5]s the admin token file.
 	fmt.Fprintf(w, `
-rampart is up (state in %s).
-  https  https://localhost:8443   (HTTP/2, HTTP/1.1, and HTTP/3 on UDP; self-signed: %s)
+rampart is up (state in %[1]s).
+  https  https://localhost:8443   (HTTP/2, HTTP/1.1, and HTTP/3 on UDP; self-signed: %[2]s)
   http   http://localhost:8080
-  admin  http://%s   (/healthz /readyz /metrics /status)
+  admin  http://%[3]s   (/healthz /readyz /metrics /status)
   demo upstreams: users (stable) on 127.0.0.1:9081, users-canary on 127.0.0.1:9082
 
 Try:
   # route with a path parameter; about 1 in 5 answers come from the canary revision
-  curl --cacert %s https://localhost:8443/v1/users/42
-  for i in $(seq 20); do curl -s --cacert %s https://localhost:8443/v1/users/$i; done | grep -c canary
+  curl --cacert %[2]s https://localhost:8443/v1/users/42
+  for i in $(seq 20); do curl -s --cacert %[2]s https://localhost:8443/v1/users/$i; done | grep -c canary
   # HTTP/2, and the request id the proxy adds
-  curl -si --http2 --cacert %s https://localhost:8443/v1/users | head -5
+  curl -si --http2 --cacert %[2]s https://localhost:8443/v1/users | head -5
   # HTTP/3 over QUIC (UDP 8443). Debian 12's curl has no HTTP/3 ('curl --version' lists HTTP3
   # when it has: then curl --http3-only works too); rampart's own tiny client does:
-  rampart get -http3 -i -cacert %s https://localhost:8443/v1/users/42
+  %[4]s get -http3 -i -cacert %[2]s https://localhost:8443/v1/users/42
   # a write with an idempotency key
-  curl -s --cacert %s -X POST -H 'Idempotency-Key: k1' -d '{"name":"ada"}' https://localhost:8443/v1/users
+  curl -s --cacert %[2]s -X POST -H 'Idempotency-Key: k1' -d '{"name":"ada"}' https://localhost:8443/v1/users
   # wildcard host and a rest parameter
   curl -s http://files.localhost:8080/files/docs/readme.txt --resolve files.localhost:8080:127.0.0.1
   # an API key (the snapshot holds only its hash); without it: 401
@@ -136,21 +138,33 @@ Try:
   curl -si http://localhost:8080/nowhere | head -1
   curl -si http://localhost:8080/v1/orders/7 | head -1
   # snapshot versions and metrics
-  curl -s http://%s/status
-  curl -s http://%s/metrics | grep rampart_requests_total
+  curl -s http://%[3]s/status
+  curl -s http://%[3]s/metrics | grep rampart_requests_total
 
-The control plane (embedded store) is at http://127.0.0.1:9080; the admin token is in %s.
-  T="Authorization: Bearer $(cat %s)"
-  curl -s -H "$T" http://127.0.0.1:9080/v1/fleet          # this node: versions, health
-  curl -s -H "$T" http://127.0.0.1:9080/v1/revisions      # the demo config is revision r1
-  # block your own address through the fast deny channel (in force within a second), then lift it
-  curl -s -H "$T" --data-binary '[{kind: cidr, value: 127.0.0.1, ttl: 10m, reason: demo}]' http://127.0.0.1:9080/v1/deny/entries
-  # wait until the proxy has applied it (it polls every 200 ms), then see the 403
+The control plane (embedded store) is at http://127.0.0.1:9080; the admin token is in %[5]s.
+  export RAMPART_TOKEN=$(cat %[5]s)    # the operator CLI's token (or -token-file FILE)
+  %[4]s control fleet                   # this node: versions, health, refusals
+  %[4]s control revisions               # the demo config is revision r1
+  %[4]s control rollout status r1
+  # block your own address through the fast deny channel, wait until the proxy has applied
+  # it (it polls every 200 ms), see the 403, then lift it
+  %[4]s control deny add cidr 127.0.0.1 -ttl 10m -reason demo
   for i in $(seq 50); do c=$(curl -s -o /dev/null -w '%%{http_code}' http://localhost:8080/v1/users/1); [ "$c" = 403 ] && break; sleep 0.1; done; echo "$c after $i tries"
-  curl -s -H "$T" -X POST -d '{"kind":"cidr","value":"127.0.0.1/32"}' http://127.0.0.1:9080/v1/deny/expire
+  %[4]s control deny remove cidr 127.0.0.1/32
+  # the same API with curl
+  curl -s -H "Authorization: Bearer $RAMPART_TOKEN" http://127.0.0.1:9080/v1/fleet
 
 Stop with Ctrl-C (the proxy drains in-flight requests first).
-`, dir, cert, admin, cert, cert, cert, cert, cert, admin, admin, tokenPath(dir), tokenPath(dir))
+`, dir, cert, admin, self(), tokenPath(dir))
+}
+
+// self is this binary as the user ran it (bin/rampart after make run), so
+// the printed commands work as they are.
+func self() string {
+	if len(os.Args) > 0 && os.Args[0] != "" {
+		return os.Args[0]
+	}
+	return "rampart"
 }
 
 func ensureKeys(dir string) (ed25519.PrivateKey, ed25519.PublicKey, error) {
