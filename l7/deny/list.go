@@ -18,6 +18,21 @@ type List struct {
 	ids     [4]map[string]ref // api_key_id, jti, subject, tenant
 	v4, v6  prefixSet         // IPv4 keys sit in the top 32 bits
 	reasons []string          // interned; an entry with none says its kind
+	raw     []byte            // the canonical list bytes, for ParseNext
+	// From ParseNext's incremental path: the list this one was derived
+	// from, and the CIDR entries removed and added (a changed one in both).
+	base             *baseID
+	cidrDel, cidrAdd []cidrEntry
+}
+
+type baseID struct {
+	seq    uint64
+	digest [32]byte
+}
+
+type cidrEntry struct {
+	pfx netip.Prefix
+	exp int64
 }
 
 type ref struct {

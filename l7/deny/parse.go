@@ -16,6 +16,10 @@ import (
 // Parse verifies a deny file against a public key and indexes it. It
 // accepts only the canonical encoding Build writes (see the package doc).
 func Parse(data []byte, pub ed25519.PublicKey) (*List, error) {
+	return parse(nil, data, pub)
+}
+
+func parse(prev *List, data []byte, pub ed25519.PublicKey) (*List, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("%w: %d bytes is over the %d limit", ErrMalformed, len(data), MaxFileBytes)
 	}
@@ -95,10 +99,16 @@ func Parse(data []byte, pub ed25519.PublicKey) (*List, error) {
 	if id := snapshot.KeyID(pub); string(keyID) != id {
 		return nil, fmt.Errorf("%w: file names key %q but is signed by %s", ErrSignature, keyID, id)
 	}
-	l, err := decodeList(list)
-	if err != nil {
-		return nil, err
+	var l *List
+	if prev != nil {
+		l = decodeNext(prev, list)
 	}
+	if l == nil {
+		if l, err = decodeList(list); err != nil {
+			return nil, err
+		}
+	}
+	l.raw = list
 	l.seq, l.created, l.digest, l.keyID = seq, time.Unix(0, createdNs), digest, string(keyID)
 	return l, nil
 }

@@ -1,9 +1,9 @@
 package deny
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,7 +48,7 @@ type Watcher struct {
 	seen    os.FileInfo // at the last read
 	seenAt  time.Time   // when seen was first seen
 	settled bool        // read racyWindow after seen's mtime, or after seenAt
-	sum     [32]byte    // SHA-256 of the bytes last read
+	last    []byte      // the bytes last read (the list keeps them anyway)
 	lastErr string      // last stat or read error, so each is logged once
 }
 
@@ -84,7 +84,7 @@ func (w *Watcher) LoadState() error {
 		w.reject(w.StatePath, "read", err)
 		return fmt.Errorf("read deny state: %w", err)
 	}
-	l, err := Parse(data, w.PublicKey)
+	l, err := ParseNext(w.Current(), data, w.PublicKey)
 	if err != nil {
 		w.reject(w.StatePath, reasonOf(err), err)
 		return fmt.Errorf("deny state %s: %w", w.StatePath, err)
@@ -154,12 +154,11 @@ func (w *Watcher) poll() {
 		return
 	}
 	w.lastErr = ""
-	sum := sha256.Sum256(data)
-	if sum == w.sum {
+	if bytes.Equal(data, w.last) {
 		return // read again only because of the racy window: unchanged
 	}
-	w.sum = sum
-	l, err := Parse(data, w.PublicKey)
+	w.last = data
+	l, err := ParseNext(w.Current(), data, w.PublicKey)
 	if err != nil {
 		w.reject(w.Path, reasonOf(err), err)
 		return

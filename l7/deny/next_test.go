@@ -1,0 +1,208 @@
+package deny
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+)
+
+// diffLists says how a and b differ as indexes (reasons compared as text).
+func diffLists(a, b *List) string {
+	if a.counts != b.counts {
+		return fmt.Sprintf("counts %v != %v", a.counts, b.counts)
+	}
+	for k := range a.ids {
+		if len(a.ids[k]) != len(b.ids[k]) {
+			return fmt.Sprintf("%s: %d != %d ids", kinds[k], len(a.ids[k]), len(b.ids[k]))
+		}
+		for v, ra := range a.ids[k] {
+			rb, ok := b.ids[k][v]
+			if !ok || ra.exp != rb.exp || a.reasons[ra.reason] != b.reasons[rb.reason] {
+				return fmt.Sprintf("%s %q: %+v vs %+v (%v)", kinds[k], v, ra, rb, ok)
+			}
+		}
+	}
+	for f, s := range [2][2]*prefixSet{{&a.v4, &b.v4}, {&a.v6, &b.v6}} {
+		x, y := s[0], s[1]
+		if !slices.Equal(x.keys, y.keys) || !slices.Equal(x.first, y.first) || len(x.meta) != len(y.meta) {
+			return fmt.Sprintf("family %d: keys or table differ (%d vs %d)", f, len(x.keys), len(y.keys))
+		}
+		for i := range x.meta {
+			m, n := x.meta[i], y.meta[i]
+			if m.exp != n.exp || m.parent != n.parent || m.bits != n.bits || a.reasons[m.reason] != b.reasons[n.reason] {
+				return fmt.Sprintf("family %d prefix %d: %+v vs %+v", f, i, m, n)
+			}
+		}
+	}
+	return ""
+}
+
+func mixedEntries(rng *rand.Rand, n int) []Entry {
+	es := randomCIDRs(rng, n*6/10, false)
+	es = append(es, randomCIDRs(rng, n*2/10, true)...)
+	for i := range n / 5 {
+		es = append(es, Entry{Kind: kinds[i%4], Value: fmt.Sprintf("id-%d-%x", i, rng.Uint32()), ExpiresAt: t0.Add(time.Hour)})
+	}
+	for i := range es {
+		if rng.IntN(7) == 0 {
+			es[i].Reason = fmt.Sprintf("r%d", rng.IntN(5))
+		}
+	}
+	return es
+}
+
+// TestParseNext edits a list in several places at once (adds, deletes,
+// expiry and reason changes, first and last entries, every kind) and checks
+// that ParseNext takes the incremental path and builds the index Parse
+// builds; and that edits breaking the rules are refused with Parse's error.
+func TestParseNext(t *testing.T) {
+	priv, pub := testKey(1)
+	rng := rand.New(rand.NewPCG(11, 12))
+	base := mixedEntries(rng, 5000)
+	prev, err := Parse(mustBuild(t, base, 1, priv), pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 40 {
+		es := slices.Clone(base)
+		switch round {
+		case 0: // nothing changed
+		case 1: // everything removed
+			es = nil
+		default:
+			for range 1 + rng.IntN(20) {
+				switch i := rng.IntN(len(es)); rng.IntN(4) {
+				case 0:
+					es = slices.Delete(es, i, i+1)
+				case 1:
+					es[i].ExpiresAt = es[i].ExpiresAt.Add(time.Minute)
+				case 2:
+					es[i].Reason = "changed"
+				case 3:
+					es = append(es, mixedEntries(rng, 5)...)
+				}
+			}
+		}
+		data := mustBuild(t, es, uint64(2+round), priv)
+		want, err := Parse(data, pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := decodeNext(prev, want.raw); len(es) > 0 && l == nil {
+			t.Fatalf("round %d: the incremental path gave up", round)
+		}
+		got, err := ParseNext(prev, data, pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffLists(want, got); d != "" {
+			t.Fatalf("round %d: ParseNext differs from Parse: %s", round, d)
+		}
+		if got.Sequence() != want.Sequence() || got.DigestHex() != want.DigestHex() {
+			t.Fatalf("round %d: envelope differs", round)
+		}
+		// CIDRChanges is the difference of CIDRs, at a time some entries
+		// have expired too.
+		for _, now := range []time.Time{t0, t0.Add(time.Hour + 30*time.Second)} {
+			add, del, ok := got.CIDRChanges(prev, now)
+			if !ok && len(es) > 0 {
+				t.Fatalf("round %d: no CIDR changes from the incremental path", round)
+			}
+			if !ok {
+				continue
+			}
+			before, after := prev.CIDRs(now), want.CIDRs(now)
+			wantAdd, wantDel := minus(after, before), minus(before, after)
+			if !slices.Equal(add, wantAdd) || !slices.Equal(del, wantDel) {
+				t.Fatalf("round %d: CIDRChanges = +%v -%v, want +%v -%v", round, add, del, wantAdd, wantDel)
+			}
+		}
+	}
+	// Bad edits of prev's bytes, signed: the same error as Parse.
+	raw := string(prev.raw)
+	rec := func(i int) (int, int) { // byte range of the i-th record
+		s := 0
+		for range i + 1 {
+			s = s + 1 + indexFrom(raw, s+1, recStart)
+		}
+		return s, s + indexFrom(raw, s, "}") + 1
+	}
+	s3, e3 := rec(3)
+	s9, e9 := rec(9)
+	for name, list := range map[string]string{
+		"swapped":   raw[:s3] + raw[s9:e9] + raw[e3:s9] + raw[s3:e3] + raw[e9:],
+		"duplicate": raw[:e3] + "," + raw[s3:e3] + raw[e3:],
+		"bad-cidr":  raw[:s3] + `{"kind":"cidr","value":"1.2.3.4/8","expires_at":"2030-01-02T04:04:05Z"},` + raw[s3:],
+		"trailing":  raw[:len(raw)-2] + ",]}",
+		"garbage":   raw[:e9] + "x" + raw[e9:],
+	} {
+		data := resign(list, 99)
+		_, werr := Parse(data, pub)
+		_, gerr := ParseNext(prev, data, pub)
+		if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
+			t.Errorf("%s: Parse says %v, ParseNext says %v", name, werr, gerr)
+		}
+	}
+}
+
+func minus(a, b []netip.Prefix) []netip.Prefix {
+	in := map[netip.Prefix]bool{}
+	for _, p := range b {
+		in[p] = true
+	}
+	var out []netip.Prefix
+	for _, p := range a {
+		if !in[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func indexFrom(s string, from int, sub string) int {
+	for i := from; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i - from
+		}
+	}
+	return -1
+}
+
+// FuzzParseNext: the incremental decoder accepts exactly what decodeList
+// accepts, and builds the same index.
+func FuzzParseNext(f *testing.F) {
+	priv, pub := testKey(1)
+	prevs := []*List{}
+	for _, es := range [][]Entry{sample(), nil, mixedEntries(rand.New(rand.NewPCG(1, 2)), 60)} {
+		l, err := Parse(mustBuild(f, es, 1, priv), pub)
+		if err != nil {
+			f.Fatal(err)
+		}
+		prevs = append(prevs, l)
+	}
+	for i, p := range prevs {
+		f.Add(uint8(i), p.raw)
+		other := mustBuild(f, append(sample()[1:], Entry{Kind: KindCIDR, Value: "10.9.0.0/16", ExpiresAt: t0.Add(time.Hour)}), 2, priv)
+		l, _ := Parse(other, pub)
+		f.Add(uint8(i), l.raw)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		prev := prevs[int(which)%len(prevs)]
+		want, err := decodeList(b)
+		got := decodeNext(prev, b)
+		if err != nil {
+			if got != nil {
+				t.Fatalf("decodeList refuses (%v), decodeNext accepts: %s", err, b)
+			}
+			return
+		}
+		if got != nil {
+			if d := diffLists(want, got); d != "" {
+				t.Fatalf("differs from decodeList: %s\n%s", d, b)
+			}
+		}
+	})
+}
