@@ -2,7 +2,6 @@ package bpf
 
 import (
 	"cmp"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,6 +38,7 @@ func cmp6(a, b e6) int {
 type trie[E any] struct {
 	m    *ebpf.Map
 	ents []E
+	ver  uint64 // trieVersion at the last change
 }
 
 // DenyStats says what the last ReplaceDenyList did.
@@ -190,25 +190,7 @@ func denyEntries(prefixes []netip.Prefix) (*denySet, error) {
 	if len(d.v4) > denyMax || len(d.v6) > denyMax {
 		return nil, fmt.Errorf("bpf: deny list has %d IPv4 and %d IPv6 entries; at most %d each", len(d.v4), len(d.v6), denyMax)
 	}
-	h := sha256.New()
-	buf := make([]byte, 0, 64<<10)
-	for _, x := range d.v4 {
-		if buf = binary.LittleEndian.AppendUint64(buf, x); len(buf) >= 64<<10-24 {
-			h.Write(buf)
-			buf = buf[:0]
-		}
-	}
-	buf = append(buf, 0xff) // family separator
-	for _, x := range d.v6 {
-		buf = binary.LittleEndian.AppendUint64(buf, x.hi)
-		buf = binary.LittleEndian.AppendUint64(buf, x.lo)
-		if buf = append(buf, x.bits, x.v); len(buf) >= 64<<10-24 {
-			h.Write(buf)
-			buf = buf[:0]
-		}
-	}
-	h.Write(buf)
-	h.Sum(d.sum[:0])
+	d.sum = hashDeny(d.v4, d.v6)
 	return d, nil
 }
 

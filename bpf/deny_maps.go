@@ -86,7 +86,7 @@ func apply[E comparable, K any](f *Filter, outer *ebpf.Map, live **trie[E], p *e
 			*live = nil
 			return applied{}, err
 		}
-		t.ents = es
+		t.ents, t.ver = es, trieVersion.Add(1)
 		return applied{put: len(sk), del: len(del)}, nil
 	}
 	inner, err := ebpf.NewMap(f.innerSpec(outer))
@@ -105,7 +105,7 @@ func apply[E comparable, K any](f *Filter, outer *ebpf.Map, live **trie[E], p *e
 	if *live != nil {
 		(*live).m.Close()
 	}
-	*live = &trie[E]{m: inner, ents: es}
+	*live = &trie[E]{m: inner, ents: es, ver: trieVersion.Add(1)}
 	return applied{put: len(keys), swap: true}, nil
 }
 
