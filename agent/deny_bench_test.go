@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,15 +67,26 @@ func BenchmarkDenyApply1M(b *testing.B) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	exp := time.Now().Add(24 * time.Hour)
 	a1 := denyEntries(1, 1_000_000, exp)
+	// A20: 10 entries removed and 10 added, spread over the list.
+	a20 := slices.Clone(a1)
+	for i := range 10 {
+		a20 = slices.Delete(a20, i*99_000+7, i*99_000+8)
+	}
+	a20 = append(a20, denyEntries(3, 10, exp)...)
 	dir := b.TempDir()
 	files := map[string]string{}
 	for name, es := range map[string][]deny.Entry{
-		"A":  a1,
-		"B":  denyEntries(2, 1_000_000, exp),
-		"A2": append(a1[:len(a1):len(a1)], deny.Entry{Kind: deny.KindCIDR, Value: "192.0.2.0/24", ExpiresAt: exp}, deny.Entry{Kind: deny.KindCIDR, Value: "2001:db8::/48", ExpiresAt: exp}),
+		"A":   a1,
+		"B":   denyEntries(2, 1_000_000, exp),
+		"A2":  append(a1[:len(a1):len(a1)], deny.Entry{Kind: deny.KindCIDR, Value: "192.0.2.0/24", ExpiresAt: exp}, deny.Entry{Kind: deny.KindCIDR, Value: "2001:db8::/48", ExpiresAt: exp}),
+		"A20": a20,
 	} {
 		files[name] = filepath.Join(dir, name)
-		if err := os.WriteFile(files[name], signedDeny(b, priv, 1, es), 0o600); err != nil {
+		seq := uint64(2) // each a successor of A
+		if name == "A" {
+			seq = 1
+		}
+		if err := os.WriteFile(files[name], signedDeny(b, priv, seq, es), 0o600); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -88,11 +100,17 @@ func BenchmarkDenyApply1M(b *testing.B) {
 		l4: l4{Deny: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}}
 	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	var st syncState
-	// apply loads a file as the agent does at start or on a change.
-	apply := func(f *bpf.Filter, name string) (parse time.Duration) {
+	// apply loads a file as the agent does at start (a new watcher) or on
+	// a change (next: the watcher holding the previous list reads the new
+	// file, deny.ParseNext).
+	apply := func(f *bpf.Filter, name string, next bool) (parse time.Duration) {
 		runtime.GC()
 		t0 := time.Now()
-		a.deny = &deny.Watcher{StatePath: files[name], PublicKey: pub, Logger: a.log}
+		if next {
+			a.deny.StatePath = files[name]
+		} else {
+			a.deny = &deny.Watcher{StatePath: files[name], PublicKey: pub, Logger: a.log}
+		}
 		if err := a.deny.LoadState(); err != nil {
 			b.Fatal(err)
 		}
@@ -110,22 +128,22 @@ func BenchmarkDenyApply1M(b *testing.B) {
 		b.ReportMetric(float64((total - p).Milliseconds()), "apply-ms")
 		b.Logf("%s: %d put, %d deleted", ds.Op, ds.Put, ds.Delete)
 	}
-	apply(f, "A")
-	for _, c := range []struct{ name, from, to string }{{"swap", "A", "B"}, {"change2", "A", "A2"}} {
+	apply(f, "A", false)
+	for _, c := range []struct{ name, from, to string }{{"swap", "A", "B"}, {"change2", "A", "A2"}, {"change20", "A", "A20"}} {
 		b.Run(c.name, func(b *testing.B) {
 			var p, total time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				apply(f, c.from)
+				apply(f, c.from, false)
 				b.StartTimer()
 				t0 := time.Now()
-				p = apply(f, c.to)
+				p = apply(f, c.to, true)
 				total = time.Since(t0)
 			}
 			report(b, p, st.denyLast, total)
 		})
 	}
-	apply(f, "A")
+	apply(f, "A", false)
 	b.Run("idle-pass", func(b *testing.B) { // a pass with nothing changed
 		for b.Loop() {
 			if err := a.syncDeny(f, act, &st); err != nil {
@@ -143,7 +161,7 @@ func BenchmarkDenyApply1M(b *testing.B) {
 			st = syncState{}
 			b.StartTimer()
 			t0 := time.Now()
-			p := apply(f2, "A")
+			p := apply(f2, "A", false)
 			total := time.Since(t0)
 			b.StopTimer()
 			report(b, p, st.denyLast, total)

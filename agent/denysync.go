@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/rampart-edge/rampart/bpf"
@@ -36,9 +38,28 @@ func (a *Agent) syncDeny(f *bpf.Filter, act *activeSnap, st *syncState) error {
 		return nil
 	}
 	start := time.Now()
-	d := mergeDeny(act.l4.Deny, list.CIDRs(now))
+	var d []netip.Prefix
+	var ds bpf.DenyStats
+	var err error
+	// A list derived from the one in the maps by a few changes (and no
+	// channel CIDR expired since): edit the union and the maps by those.
+	add, del, ok := list.CIDRChanges(in.list, now)
+	if ok && st.haveDeny && in.snap == act.snap.Version && (in.expiry.IsZero() || now.Before(in.expiry)) {
+		var put, drop []netip.Prefix
+		d, put, drop = editUnion(st.deny, act.l4.Deny, add, del)
+		union := time.Since(start)
+		ds, err = f.EditDenyList(d, put, drop)
+		return a.denyDone(st, act, list, d, ds, union, now, err)
+	}
+	d = mergeDeny(act.l4.Deny, list.CIDRs(now))
 	union := time.Since(start)
-	ds, err := f.ReplaceDenyListStats(d)
+	ds, err = f.ReplaceDenyListStats(d)
+	return a.denyDone(st, act, list, d, ds, union, now, err)
+}
+
+// denyDone records what a deny update did.
+func (a *Agent) denyDone(st *syncState, act *activeSnap, list *deny.List, d []netip.Prefix, ds bpf.DenyStats,
+	union time.Duration, now time.Time, err error) error {
 	if err != nil {
 		st.haveDeny = false
 		return err
@@ -54,4 +75,43 @@ func (a *Agent) syncDeny(f *bpf.Filter, act *activeSnap, st *syncState) error {
 	st.haveDeny, st.deny, st.denySeq = true, d, list.Sequence()
 	st.denyFrom = denyInputs{snap: act.snap.Version, list: list, expiry: next}
 	return nil
+}
+
+// editUnion applies a channel change to the union (sorted): del leaves it
+// unless the snapshot denies it too, add joins it unless already there.
+// put and drop are what changed in the union.
+func editUnion(union, snap, add, del []netip.Prefix) (out, put, drop []netip.Prefix) {
+	for _, p := range del {
+		if !slices.Contains(snap, p) {
+			drop = append(drop, p)
+		}
+	}
+	for _, p := range add {
+		if _, found := slices.BinarySearchFunc(union, p, comparePrefix); !found {
+			put = append(put, p)
+		}
+	}
+	out = make([]netip.Prefix, 0, len(union)+len(put)-len(drop))
+	i, a, d := 0, 0, 0
+	for a < len(put) || d < len(drop) {
+		isPut := d == len(drop) || a < len(put) && comparePrefix(put[a], drop[d]) < 0
+		var x netip.Prefix
+		if isPut {
+			x = put[a]
+		} else {
+			x = drop[d]
+		}
+		j, found := slices.BinarySearchFunc(union[i:], x, comparePrefix)
+		out, i = append(out, union[i:i+j]...), i+j
+		if isPut {
+			out = append(out, x)
+			a++
+		} else {
+			if found {
+				i++
+			}
+			d++
+		}
+	}
+	return append(out, union[i:]...), put, drop
 }
