@@ -44,6 +44,11 @@
 //     prefixes; other IPv6 prefixes match only IPv6 addresses.
 //   - A Watcher never goes back to an equal or lower sequence, keeps its list
 //     when a file is bad, and persists the last list it applied.
+//   - ParseNext (what a Watcher uses) verifies like Parse, then decodes only
+//     the records whose bytes differ from the current list's and derives the
+//     index from it; it returns what Parse returns, errors included, falling
+//     back to a full decode when more than 4096 + n/64 records differ. A List
+//     keeps its canonical list bytes for this (about the file's size).
 package deny
 
 import (
