@@ -158,14 +158,24 @@ func TestPauseResumeAbort(t *testing.T) {
 			}
 			return &ro
 		}
-		// Paused while pending: it does not start.
+		// Paused while pending: it does not start. The engine starts a
+		// submission at once (and opens its first stage in the same
+		// wake-up), so r2 is made to queue first: behind a revision its
+		// shadow check holds (staging, no stage open, nothing published).
+		blocker := in.submit(t, "routing: {encoded_slashes: decode}\n"+cfgYAML(2, 100))
+		eventually(t, 30*time.Second, "the shadow check to hold "+blocker.ID, func() bool {
+			ro := in.rollout(t, blocker.ID)
+			return ro.State == model.StateStaging && ro.Paused && ro.Shadow != nil
+		})
 		r2 := in.submit(t, cfgYAML(3, 100))
-		if ro := steer(r2.ID, "pause", 200); !ro.Paused {
+		if ro := steer(r2.ID, "pause", 200); !ro.Paused || ro.State != model.StatePending {
 			t.Fatalf("pause: %+v", ro)
 		}
-		time.Sleep(300 * time.Millisecond)
-		// Paused before or just after its shadow check: no stage opened.
-		if ro := in.rollout(t, r2.ID); ro.Stage != -1 || len(ro.Stages) != 0 || has(nodes["canary-1"].fake().Applied(), r2.Version) {
+		if ro := steer(blocker.ID, "abort", 200); ro.State != model.StateAborted || ro.RolledBackTo != "" {
+			t.Fatalf("abort %s: %+v", blocker.ID, ro)
+		}
+		time.Sleep(300 * time.Millisecond) // the abort woke the engine: it must leave r2 alone
+		if ro := in.rollout(t, r2.ID); ro.State != model.StatePending || ro.Stage != -1 || len(ro.Stages) != 0 || has(nodes["canary-1"].fake().Applied(), r2.Version) {
 			t.Fatalf("a paused rollout moved: %+v", ro)
 		}
 		steer(r2.ID, "resume", 200)
