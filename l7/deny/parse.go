@@ -85,6 +85,13 @@ func parse(prev *List, data []byte, pub ed25519.PublicKey) (*List, error) {
 	}
 	list := s.b[s.i : len(s.b)-1]
 
+	// ParseNext: the changed records are decoded while the digest is
+	// computed (two cores); the result is used only if the file verifies.
+	var next chan *List
+	if prev != nil && prev.raw != nil {
+		next = make(chan *List, 1)
+		go func() { next <- decodeNext(prev, list) }()
+	}
 	digest := sha256.Sum256(list)
 	if digest != want {
 		return nil, fmt.Errorf("%w: file says %.16s…, list hashes to %x…", ErrDigest, sum, digest[:8])
@@ -100,8 +107,8 @@ func parse(prev *List, data []byte, pub ed25519.PublicKey) (*List, error) {
 		return nil, fmt.Errorf("%w: file names key %q but is signed by %s", ErrSignature, keyID, id)
 	}
 	var l *List
-	if prev != nil {
-		l = decodeNext(prev, list)
+	if next != nil {
+		l = <-next
 	}
 	if l == nil {
 		if l, err = decodeList(list); err != nil {
