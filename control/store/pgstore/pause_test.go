@@ -192,34 +192,57 @@ func TestCommitAfterLeaseLapsedRefused(t *testing.T) {
 // Another instance takes over while a write stands between its last
 // statement and COMMIT: the commit is refused, so no write of epoch e
 // commits after epoch e+1 began.
+//
+// b stands still (as a paused process) until the write reaches COMMIT,
+// so it cannot take the lease over earlier; should a's own lease lapse
+// on a busy box before the write (refused before its commit, as it must
+// be), a takes it again and the write is tried again.
 func TestTakeoverBeforeCommitRefused(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx := context.Background()
 	const ttl = time.Second
-	var b *Store
-	var lb store.Leadership // b's lease as the write saw it taken over
-	hook, sp := pauseOn("late", func(*Store) {
+	var a, b *Store
+	var waited bool
+	var wrote uint64        // the epoch of the write that reached COMMIT
+	var lb store.Leadership // b's lease when the write went on to COMMIT
+	hook := func(_ context.Context, evs []model.Event) {
+		if len(evs) != 1 || evs[0].Subject != "late" {
+			return
+		}
+		a.SuspendRenewal(true) // a stands still from here
+		waited, wrote = true, evs[0].Epoch
+		b.SuspendRenewal(false)
 		deadline := time.Now().Add(30 * time.Second)
 		for lb = b.Leader(); !lb.Leader && time.Now().Before(deadline); lb = b.Leader() {
 			time.Sleep(10 * time.Millisecond)
 		}
-	})
-	a := openWith(t, dsn, Options{Instance: "a", LeaseTTL: ttl, TxIdleTimeout: 60 * time.Second, BeforeCommit: hook})
-	*sp = a
-	la := storetest.WaitLeader(t, a, 10*time.Second)
-	b = open(t, dsn, "b", ttl)
-	err := put(ctx, a, "late")
-	// lb is b's lease when the write went on to COMMIT (read then: b's own
-	// view of its lease may lapse later on a busy box, which is not what
-	// this test is about).
-	if !lb.Leader || lb.Epoch != la.Epoch+1 {
-		t.Fatalf("no takeover while the write waited: %+v", lb)
+	}
+	a = openWith(t, dsn, Options{Instance: "a", LeaseTTL: ttl, TxIdleTimeout: 60 * time.Second, BeforeCommit: hook})
+	storetest.WaitLeader(t, a, 30*time.Second)
+	b = openSuspended(t, dsn, "b", ttl)
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err = put(ctx, a, "late")
+		if waited || time.Now().After(deadline) {
+			break
+		}
+		if !errors.Is(err, store.ErrNotLeader) {
+			t.Fatalf("write on a before any takeover: %v", err)
+		}
+		t.Logf("a's lease lapsed before the write reached COMMIT (%v); again", err)
+		storetest.WaitLeader(t, a, 30*time.Second)
+	}
+	if !waited {
+		t.Fatalf("the write never reached COMMIT while a held the lease: %v", err)
+	}
+	if !lb.Leader || lb.Epoch != wrote+1 {
+		t.Fatalf("no takeover while the write of epoch %d waited: %+v", wrote, lb)
 	}
 	if !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("commit after the takeover: %v, want ErrNotLeader", err)
 	}
 	if n := eventCount(t, b, "late"); n != 0 {
-		t.Fatalf("a write of epoch %d committed after epoch %d began", la.Epoch, lb.Epoch)
+		t.Fatalf("a write of epoch %d committed after epoch %d began", wrote, lb.Epoch)
 	}
 	// The new leader writes (retried while its lease is being renewed,
 	// should a renewal on a busy box come late).
@@ -234,6 +257,22 @@ func TestTakeoverBeforeCommitRefused(t *testing.T) {
 			t.Fatalf("write on the new leader: %v", err)
 		}
 	}
+}
+
+// openSuspended opens a store that does not renew or take the lease
+// until SuspendRenewal(false), and runs it.
+func openSuspended(t *testing.T, dsn, name string, ttl time.Duration) *Store {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Open(ctx, Options{DSN: dsn, Instance: name, LeaseTTL: ttl, Poll: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SuspendRenewal(true)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { _ = s.Close(); cancel(); <-done })
+	return s
 }
 
 // A row written to a fenced table outside a fenced transaction (plain
