@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -64,26 +65,63 @@ func settingsKey(l snapshot.Listener) string {
 	return string(b)
 }
 
+// portZeroTries bounds the binds of a port-0 listener with HTTP/3: the
+// kernel picks the TCP port, and the UDP socket needs the same number,
+// which another UDP socket may already hold. A TCP socket whose number is
+// taken on UDP stays open until a pair is found, so the kernel cannot
+// pick that number again (bind prefers odd ports and would).
+const portZeroTries = 16
+
 func (p *Proxy) listen(cfg snapshot.Listener) (*listener, error) {
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
+	for try := 1; ; try++ {
+		l, clash, err := p.listenOnce(cfg)
+		if clash == nil {
+			return l, err
+		}
+		held = append(held, clash)
+		if try == portZeroTries {
+			return nil, fmt.Errorf("listener %q: no port free for both TCP and UDP after %d tries: %w", cfg.Name, try, err)
+		}
+	}
+}
+
+func portZero(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && (port == "0" || port == "")
+}
+
+// listenOnce binds and starts the listener. When a port-0 listener's UDP
+// side found its number taken, it returns the TCP socket as clash (open,
+// for the caller to hold and close) with the error.
+func (p *Proxy) listenOnce(cfg snapshot.Listener) (l *listener, clash net.Listener, err error) {
 	lc := net.ListenConfig{}
 	lc.SetMultipathTCP(false)
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.Address)
 	if err != nil {
-		return nil, fmt.Errorf("listener %q: listen on %s: %w", cfg.Name, cfg.Address, err)
+		return nil, nil, fmt.Errorf("listener %q: listen on %s: %w", cfg.Name, cfg.Address, err)
 	}
-	l := &listener{p: p, name: cfg.Name, address: cfg.Address, ln: ln, done: make(chan struct{})}
+	l = &listener{p: p, name: cfg.Name, address: cfg.Address, ln: ln, done: make(chan struct{})}
 	g, err := l.newGeneration(cfg)
 	if err != nil {
 		_ = ln.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if err := l.setH3(cfg); err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) && portZero(cfg.Address) {
+			return nil, ln, err
+		}
 		_ = ln.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	l.gen.Store(g)
 	go l.acceptLoop()
-	return l, nil
+	return l, nil, nil
 }
 
 // Addr is the address the listener is bound to.
