@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rampart-edge/rampart/control/model"
 	"github.com/rampart-edge/rampart/control/plane"
@@ -126,10 +129,27 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("rollback revision %+v (r1 %+v)", rb, r1)
 		}
 		var fv plane.FleetView
-		eventually(t, 30*time.Second, "the rollback to be stable", func() bool {
-			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
-			return fv.Stable == rb.ID
-		})
+		var fleetStatus int
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			fv = plane.FleetView{}
+			fleetStatus = in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv).StatusCode
+			if fv.Stable == rb.ID {
+				break
+			}
+			if time.Now().After(deadline) {
+				// Say which layer is behind: the store (the rollback's
+				// write) or the instance's view of it (reloaded on every
+				// event and every 2 s).
+				stored := "(embedded)"
+				if b.dsn != "" {
+					stored = storedStable(t, b.dsn)
+				}
+				t.Fatalf("timed out after 30s waiting for the rollback %s to be stable: GET /v1/fleet %d says stable %q (leader %+v); the store says %q",
+					rb.ID, fleetStatus, fv.Stable, fv.Leader, stored)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		if ro := in.rollout(t, r2.ID); ro.Open() {
 			t.Fatalf("rollout of %s still open after the rollback: %+v", r2.ID, ro)
 		}
@@ -179,4 +199,21 @@ func validationProblems(t *testing.T, y string) []string {
 		}
 	}
 	return ve.Problems
+}
+
+// storedStable reads the stable revision from the PostgreSQL store.
+func storedStable(t *testing.T, dsn string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	defer conn.Close(ctx)
+	var stable string
+	if err := conn.QueryRow(ctx, "SELECT coalesce(doc->>'stable', '') FROM singletons WHERE name = 'fleet'").Scan(&stable); err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return stable
 }
