@@ -195,6 +195,7 @@ func TestCanarySplitWithinTolerance(t *testing.T) {
 	c := l.config()
 	c.Clusters = []snapshot.Cluster{cluster("users", stable.Addr()), cluster("users-canary", canary.Addr())}
 	r := getRoute("users", "/u", "users")
+	r.TimeoutMs = 30000 // a liveness bound: one slow exchange on a busy box is not what this test is about
 	r.TrafficSplit = []snapshot.Split{{Revision: "users", Weight: 90}, {Revision: "users-canary", Weight: 10}}
 	c.Routes = []snapshot.Route{r}
 	l.apply(c)

@@ -236,6 +236,7 @@ func TestTraceHungCollectorDoesNotHoldRequests(t *testing.T) {
 	up := telUpstream(t)
 	l.apply(telConfig(l, up, snapshot.Telemetry{Tracing: snapshot.Tracing{OTLPEndpoint: otlptest.Blackhole(t), SampleRatio: telRatio(1)}}))
 	c := telClient(t)
+	c.Timeout = 30 * time.Second // liveness: a stalled box, not a hung export, may slow one request
 	done := make(chan error, 1)
 	go func() {
 		for i := 0; i < 1200; i++ { // more than a batch (512): exports start and hang meanwhile
