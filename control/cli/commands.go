@@ -84,11 +84,7 @@ func diff(ctx context.Context, c *cmd, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		return printRaw(c.env.Stdout, raw)
-	}
-	renderDiff(c.env.Stdout, d)
-	return nil
+	return c.show(raw, func(w io.Writer) { renderDiff(w, d) })
 }
 
 func rollout(ctx context.Context, env Env, args []string) error {
@@ -118,11 +114,7 @@ func rollout(ctx context.Context, env Env, args []string) error {
 			if err != nil {
 				return err
 			}
-			if c.json() {
-				return printRaw(env.Stdout, raw)
-			}
-			renderRollout(env.Stdout, ro)
-			return nil
+			return c.show(raw, func(w io.Writer) { renderRollout(w, ro) })
 		}
 		ros, err := c.client.Rollouts(ctx, true, 1000, &raw)
 		if err == nil && len(ros) == 0 { // nothing open: the newest
@@ -131,11 +123,7 @@ func rollout(ctx context.Context, env Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if c.json() {
-			return printRaw(env.Stdout, raw)
-		}
-		renderRollouts(env.Stdout, ros)
-		return nil
+		return c.show(raw, func(w io.Writer) { renderRollouts(w, ros) })
 	}
 	reason := c.fs.String("reason", "", "why (kept in the rollout record)")
 	if err := c.parse(rest); err != nil {
@@ -152,11 +140,7 @@ func rollout(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		return printRaw(env.Stdout, raw)
-	}
-	renderRollout(env.Stdout, ro)
-	return nil
+	return c.show(raw, func(w io.Writer) { renderRollout(w, ro) })
 }
 
 // waitRollout follows a rollout until it ends, printing each change of
@@ -211,11 +195,7 @@ func revisions(ctx context.Context, c *cmd, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		return printRaw(c.env.Stdout, raw)
-	}
-	renderRevisions(c.env.Stdout, revs)
-	return nil
+	return c.show(raw, func(w io.Writer) { renderRevisions(w, revs) })
 }
 
 func fleet(ctx context.Context, c *cmd, args []string) error {
@@ -230,11 +210,7 @@ func fleet(ctx context.Context, c *cmd, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		return printRaw(c.env.Stdout, raw)
-	}
-	renderFleet(c.env.Stdout, f)
-	return nil
+	return c.show(raw, func(w io.Writer) { renderFleet(w, f) })
 }
 
 func denyCmd(ctx context.Context, env Env, args []string) error {
@@ -357,6 +333,15 @@ func nodes(ctx context.Context, env Env, args []string) error {
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // printRaw prints the API's JSON answer, indented.
+// show prints the API's JSON with -o json, else what render writes.
+func (c *cmd) show(raw []byte, render func(io.Writer)) error {
+	if c.json() {
+		return printRaw(c.env.Stdout, raw)
+	}
+	render(c.env.Stdout)
+	return nil
+}
+
 func printRaw(w io.Writer, raw []byte) error {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
