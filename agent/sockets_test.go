@@ -115,7 +115,7 @@ func startFakeProxy(t *testing.T, path string, gen uint64, names ...string) *fak
 	p.stop = cancel
 	srv := &handoff.Server{Path: path, Sockets: p.sockets}
 	go func() { defer close(p.done); _ = srv.Run(ctx) }()
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(path); err == nil {
 			break
 		}

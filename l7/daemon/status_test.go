@@ -92,7 +92,7 @@ func TestStatusListenersOverrideRefusalControl(t *testing.T) {
 		t.Errorf("control %+v", st.Control)
 	}
 	write(2, &snapshot.TLS{Certificates: []snapshot.Certificate{{CertFile: filepath.Join(dir, "missing.pem"), KeyFile: filepath.Join(dir, "missing.key")}}})
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for st = status(); st.LastRefusal == nil && time.Now().Before(deadline); st = status() {
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -38,7 +38,7 @@ func TestHandOffListeningSockets(t *testing.T) {
 	defer cancel()
 	ran := make(chan error, 1)
 	go func() { ran <- srv.Run(ctx) }()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(path); err == nil {
 			break
@@ -135,7 +135,7 @@ func TestHandOffKeepsListenerNonBlocking(t *testing.T) {
 	defer cancel()
 	go srv.Run(ctx)
 	var socks []Socket
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, s, _, err := Fetch(ctx, path, 0)
 		if err == nil {

@@ -265,7 +265,7 @@ func TestH3LimitsFromListenerConfig(t *testing.T) {
 		t.Errorf("rejected max_connections = %v", n)
 	}
 	_ = first.Transport.(*http3.Transport).Close()
-	eventually(t, time.Second, "the first connection to be released", func() bool {
+	eventually(t, 30*time.Second, "the first connection to be released", func() bool {
 		return l.p.listeners["https"].h3.conns.Load() == 0
 	})
 	if code, _, _ := h3Get(t, l.h3Client(), l.url("https", "/x")); code != 200 {
@@ -330,7 +330,7 @@ func TestH3FollowsSnapshotSwaps(t *testing.T) {
 	if _, _, resp := get(t, l.h1(), l.url("https", "/x")); resp.Header.Get("Alt-Svc") != "" {
 		t.Errorf("Alt-Svc %q after h3 was removed", resp.Header.Get("Alt-Svc"))
 	}
-	eventually(t, time.Second, "the UDP port to be released", func() bool { return udpFree(addr) })
+	eventually(t, 30*time.Second, "the UDP port to be released", func() bool { return udpFree(addr) })
 	if n, _ := testutil.GatherAndCount(l.p.metrics.Registry, "rampart_h3_udp_receive_buffer_bytes"); n != 0 {
 		t.Errorf("%d receive buffer series after h3 was removed", n)
 	}
