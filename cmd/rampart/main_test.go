@@ -184,21 +184,26 @@ routes:
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("proxy exited with %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("proxy did not stop within 10s of SIGTERM")
-	}
+	// Read stderr to its end before Wait, which closes the pipe: waiting
+	// first could drop the last lines (the drain line among them).
 	var sawDrain bool
-	for l := range logs {
-		if strings.Contains(l, `"msg":"draining"`) {
-			sawDrain = true
+	deadline := time.After(30 * time.Second)
+read:
+	for {
+		select {
+		case l, ok := <-logs:
+			if !ok {
+				break read
+			}
+			if strings.Contains(l, `"msg":"draining"`) {
+				sawDrain = true
+			}
+		case <-deadline:
+			t.Fatal("liveness: the proxy did not stop within 30 s of SIGTERM")
 		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("proxy exited with %v", err)
 	}
 	if !sawDrain {
 		t.Error("no drain log line")
