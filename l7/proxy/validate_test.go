@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"bufio"
 	"crypto/tls"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -292,29 +290,9 @@ func TestRequestLineInjectionH3(t *testing.T) {
 // An upstream answering "Transfer-Encoding: Chunked" is read as chunked
 // (RFC 9112 §7: the coding name is case-insensitive), not refused as 502.
 func TestUpstreamChunkedAnyCase(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				if _, err := http.ReadRequest(br); err != nil {
-					return
-				}
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
-			}()
-		}
-	}()
+	addr := rawUpstream(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n", true)
 	l := newLab(t)
-	c := l.config(ln.Addr().String())
+	c := l.config(addr)
 	c.Routes = []snapshot.Route{getRoute("r", "/x", "app")}
 	l.apply(c)
 	code, body, _ := get(t, http.DefaultClient, l.url("http", "/x"))
