@@ -77,16 +77,7 @@ func (p *proc) count(s string) int {
 // and token in the environment.
 func ctl(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(rampartBin, append([]string{"control"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("rampart control %v: %v", args, err)
-	}
-	return string(out), code
+	return runEnv(t, env, append([]string{"control"}, args...)...)
 }
 
 func ctlJSON(t *testing.T, env []string, out any, args ...string) {

@@ -40,7 +40,17 @@ func TestMain(m *testing.M) {
 
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	return runEnv(t, nil, args...)
+}
+
+// runEnv runs the binary with env added to this process's environment and
+// returns its combined output and exit code.
+func runEnv(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
 	cmd := exec.Command(rampartBin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"math/big"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,11 +18,8 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/control/api"
-	"github.com/rampart-edge/rampart/control/config"
 	"github.com/rampart-edge/rampart/control/model"
 	"github.com/rampart-edge/rampart/control/nodeclient"
-	"github.com/rampart-edge/rampart/control/server"
-	"github.com/rampart-edge/rampart/l7/certgen"
 )
 
 // nodeCA issues client certificates; a leaf for node id carries the URI
@@ -74,29 +70,12 @@ func (ca *nodeCA) leaf(t *testing.T, name, node string) (certFile, keyFile strin
 // comes with it; a certificate naming no node leaves the binding to the
 // token.
 func TestNodeCertificateBindsTheNode(t *testing.T) {
-	dir := t.TempDir()
-	crt, key, err := certgen.SelfSigned([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvCrt, srvKey := filepath.Join(dir, "srv.crt"), filepath.Join(dir, "srv.key")
-	_ = os.WriteFile(srvCrt, crt, 0o600)
-	_ = os.WriteFile(srvKey, key, 0o600)
-	ca, caFile := newNodeCA(t, dir)
-	cfg := backend{dir: t.TempDir()}.config(t, fast)
-	cfg.TLS = &config.TLS{CertFile: srvCrt, KeyFile: srvKey, ClientCAFile: caFile}
-	tc, err := server.TLSConfig(cfg.TLS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.Open(cfg, server.Options{Key: testKey, Logger: logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go func() { _ = s.Serve(ln, tc) }()
-	base := "https://" + ln.Addr().String()
+	var ca *nodeCA
+	s, base, srvCrt := serveMutualTLS(t, func(dir string) string {
+		var caFile string
+		ca, caFile = newNodeCA(t, dir)
+		return caFile
+	})
 	client := func(name, node string) *http.Client {
 		c, k := ca.leaf(t, name, node)
 		hc, err := nodeclient.TLSClient(srvCrt, c, k)

@@ -38,8 +38,11 @@ func clientCert(t *testing.T, dir string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-// Over TLS with client_ca_file, a client needs a certificate and a token.
-func TestMutualTLS(t *testing.T) {
+// serveMutualTLS starts a control plane over TLS that asks for client
+// certificates signed by the CA in clientCAFile (made by caFile(dir)); it
+// returns the server, its base URL and its certificate file.
+func serveMutualTLS(t *testing.T, caFile func(dir string) string) (s *server.Server, base, srvCrt string) {
+	t.Helper()
 	dir := t.TempDir()
 	crt, key, err := certgen.SelfSigned([]string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
 	if err != nil {
@@ -48,21 +51,33 @@ func TestMutualTLS(t *testing.T) {
 	srvCrt, srvKey := filepath.Join(dir, "srv.crt"), filepath.Join(dir, "srv.key")
 	_ = os.WriteFile(srvCrt, crt, 0o600)
 	_ = os.WriteFile(srvKey, key, 0o600)
-	cliCrt, cliKey := clientCert(t, dir)
 	cfg := backend{dir: t.TempDir()}.config(t, fast)
-	cfg.TLS = &config.TLS{CertFile: srvCrt, KeyFile: srvKey, ClientCAFile: cliCrt}
+	cfg.TLS = &config.TLS{CertFile: srvCrt, KeyFile: srvKey, ClientCAFile: caFile(dir)}
 	tc, err := server.TLSConfig(cfg.TLS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.Open(cfg, server.Options{Key: testKey, Logger: logger()})
+	s, err = server.Open(cfg, server.Options{Key: testKey, Logger: logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Cleanup(func() { s.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() { _ = s.Serve(ln, tc) }()
-	url := "https://" + ln.Addr().String() + "/v1/leader"
+	return s, "https://" + ln.Addr().String(), srvCrt
+}
+
+// Over TLS with client_ca_file, a client needs a certificate and a token.
+func TestMutualTLS(t *testing.T) {
+	var cliCrt, cliKey string
+	_, base, srvCrt := serveMutualTLS(t, func(dir string) string {
+		cliCrt, cliKey = clientCert(t, dir)
+		return cliCrt
+	})
+	url := base + "/v1/leader"
 
 	get := func(c *http.Client, token string) (int, error) {
 		req, _ := http.NewRequest("GET", url, nil)
