@@ -200,4 +200,3 @@ func sorted(s *State) *State {
 	slices.SortStableFunc(out.Platforms, func(a, b Platform) int { return cmp.Compare(a.Name, b.Name) })
 	return &out
 }
-
