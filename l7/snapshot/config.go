@@ -20,6 +20,12 @@ type Config struct {
 	Listeners       []Listener      `yaml:"listeners" json:"listeners"`
 	Clusters        []Cluster       `yaml:"clusters" json:"clusters"`
 	Routes          []Route         `yaml:"routes" json:"routes"`
+
+	// The regional policy (regions.go); all absent means none.
+	Regions   []RegionDef     `yaml:"regions" json:"regions,omitempty"`
+	Platforms []Platform      `yaml:"platforms" json:"platforms,omitempty"`
+	Tenants   []Tenant        `yaml:"tenants" json:"tenants,omitempty"`
+	Regional  *RegionalPolicy `yaml:"regional" json:"regional,omitempty"`
 }
 
 // Version orders snapshots: epoch first, then sequence. A control-plane
@@ -133,6 +139,15 @@ type Route struct {
 	// RequiredScopes must all be granted to the caller (403 otherwise).
 	RequiredScopes []string     `yaml:"required_scopes" json:"required_scopes,omitempty"`
 	Headers        *HeaderRules `yaml:"headers" json:"headers,omitempty"`
+	// Platform puts the route under the regional policy: requests go only
+	// to regions the verified tenant may use and the platform's signals
+	// allow. Without a platform the route is served as before.
+	Platform string `yaml:"platform" json:"platform,omitempty"`
+	// MaxReplicaLagMs: a read is served only by a region whose replica lag
+	// is at most this (default 1000). MaxSignalAgeMs: the lag observation
+	// must be younger than this (default 10000).
+	MaxReplicaLagMs int `yaml:"max_replica_lag_ms" json:"max_replica_lag_ms,omitempty"`
+	MaxSignalAgeMs  int `yaml:"max_signal_age_ms" json:"max_signal_age_ms,omitempty"`
 }
 
 // RetryPolicy bounds how a route's requests are retried.

@@ -55,6 +55,7 @@ func Normalize(c *Config) {
 	normalizeResilience(c)
 	normalizePolicies(c)
 	normalizeL4(&c.L4)
+	normalizeRegional(c)
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		setDefault(&cl.ConnectTimeoutMs, DefaultConnectTimeoutMs)

@@ -65,6 +65,7 @@ func Validate(c *Config) error {
 	validateRoutes(c, clusters, auth, quota, &p)
 	validateResilience(c, &p)
 	validateL4(c, &p)
+	validateRegional(c, &p)
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
 	}

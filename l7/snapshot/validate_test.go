@@ -189,7 +189,7 @@ func TestParseYAMLIsStrict(t *testing.T) {
 }
 
 func FuzzParseYAML(f *testing.F) {
-	for _, name := range []string{"valid.yaml", "invalid.yaml"} {
+	for _, name := range []string{"valid.yaml", "invalid.yaml", "regional.yaml", "regional-invalid.yaml"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
