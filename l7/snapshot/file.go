@@ -32,7 +32,7 @@ type Snapshot struct {
 // DigestHex is the digest in hex.
 func (s *Snapshot) DigestHex() string { return hex.EncodeToString(s.Digest[:]) }
 
-type envelope struct {
+type fileEnvelope struct {
 	Format    string          `json:"format"`
 	Version   Version         `json:"version"`
 	CreatedAt int64           `json:"created_at_unix_nano"`
@@ -64,7 +64,7 @@ func Build(c *Config, priv ed25519.PrivateKey, created time.Time) ([]byte, error
 	}
 	digest := sha256.Sum256(canon)
 	pub := priv.Public().(ed25519.PublicKey)
-	env := envelope{
+	env := fileEnvelope{
 		Format:    Format,
 		Version:   c.Version,
 		CreatedAt: created.UnixNano(),
@@ -109,7 +109,7 @@ func Parse(data []byte, pub ed25519.PublicKey) (*Snapshot, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("%w: %d bytes is over the %d limit", ErrMalformed, len(data), MaxFileBytes)
 	}
-	var env envelope
+	var env fileEnvelope
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env); err != nil {

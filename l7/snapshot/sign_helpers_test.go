@@ -19,7 +19,7 @@ func hexSHA(b []byte) string {
 func signRaw(t *testing.T, priv ed25519.PrivateKey, v Version, canon []byte) []byte {
 	t.Helper()
 	digest := sha256.Sum256(canon)
-	env := envelope{Format: Format, Version: v, CreatedAt: 5, SHA256: hex.EncodeToString(digest[:]),
+	env := fileEnvelope{Format: Format, Version: v, CreatedAt: 5, SHA256: hex.EncodeToString(digest[:]),
 		KeyID:     KeyID(priv.Public().(ed25519.PublicKey)),
 		Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(priv, signedMessage(v, 5, digest))),
 		Config:    canon}
