@@ -73,7 +73,7 @@ func (f *forwarding) release() {
 
 // recordFault counts a failed request by whose fault it was.
 func (f *forwarding) recordFault() {
-	st := f.log.status
+	st := f.log.Status
 	if st < 400 {
 		return
 	}
@@ -94,8 +94,8 @@ func (f *forwarding) shed(scope string) {
 	if scope == "breaker" || scope == "connections" {
 		f.fault = faultUpstream
 	}
-	f.log.err = "shed: " + scope + " limit"
-	f.log.security = true
+	f.log.Err = "shed: " + scope + " limit"
+	f.log.Security = true
 	f.w.Header().Set("Retry-After", "1")
 	f.fail(http.StatusServiceUnavailable, "over the "+scope+" limit, retry later")
 }

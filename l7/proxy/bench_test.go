@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 	"github.com/rampart-edge/rampart/l7/snapshot/snapgen"
 )
@@ -123,7 +124,7 @@ func BenchmarkResiliencePath(b *testing.B) {
 	rr := &rt.routes[0]
 	cl := rt.clusters["app"]
 	w := &discardWriter{h: http.Header{}}
-	f := &forwarding{p: l.p, w: w, rr: rr, cl: cl, log: &accessEntry{}}
+	f := &forwarding{p: l.p, w: w, rr: rr, cl: cl, log: &accesslog.Entry{}}
 	b.ReportAllocs()
 	for b.Loop() {
 		f.admitted = 0

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/route"
 	"github.com/rampart-edge/rampart/l7/wire"
 )
@@ -80,7 +81,7 @@ func checkRequest(r *http.Request, slashes route.SlashPolicy) (c checkedTarget, 
 func isOWS(c byte) bool { return c == ' ' || c == '\t' }
 
 // badRequest answers a request checkRequest refused.
-func (p *Proxy) badRequest(w http.ResponseWriter, log *accessEntry, reason, msg string) {
+func (p *Proxy) badRequest(w http.ResponseWriter, log *accesslog.Entry, reason, msg string) {
 	p.metrics.badRequests.WithLabelValues("400", reason).Inc()
 	p.reply(w, log, http.StatusBadRequest, msg)
 }

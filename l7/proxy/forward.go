@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/upstream"
 )
 
@@ -42,7 +43,7 @@ type forwarding struct {
 	reqID        string
 	deadline     time.Time
 	maxBody      int64
-	log          *accessEntry
+	log          *accesslog.Entry
 	abort        bool // the response must be cut off (its head was already sent)
 	body         io.Reader
 	clientBody   clientBody // f.body's innermost reader: how reading the client failed
@@ -97,7 +98,7 @@ func (f *forwarding) run() {
 			f.fail(http.StatusServiceUnavailable, "no healthy upstream endpoint")
 			return
 		}
-		f.log.upstream = ep.addr
+		f.log.Upstream = ep.addr
 		switch f.try(ep) {
 		case served:
 			return
@@ -282,7 +283,7 @@ func (f *forwarding) respond(conn *upstream.Conn, rh upstream.ResponseHead) {
 	hdr["X-Request-Id"] = []string{f.reqID}
 	body := conn.Body(f.r.Method, rh, trailer)
 	f.w.WriteHeader(rh.Status)
-	f.log.status = rh.Status
+	f.log.Status = rh.Status
 
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -292,10 +293,10 @@ func (f *forwarding) respond(conn *upstream.Conn, rh upstream.ResponseHead) {
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
-			f.log.bytes += int64(n)
+			f.log.Bytes += int64(n)
 			if _, werr := f.w.Write(buf[:n]); werr != nil {
 				conn.Close()
-				f.log.err = "client went away during the response"
+				f.log.Err = "client went away during the response"
 				return
 			}
 			if stream && flusher != nil && body.Buffered() == 0 {
@@ -307,7 +308,7 @@ func (f *forwarding) respond(conn *upstream.Conn, rh upstream.ResponseHead) {
 		}
 		if rerr != nil {
 			conn.Close()
-			f.log.err = "upstream body: " + rerr.Error()
+			f.log.Err = "upstream body: " + rerr.Error()
 			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, f.errKind(rerr)).Inc()
 			f.abort = true
 			return
@@ -367,10 +368,10 @@ func (f *forwarding) bodyFailed(err error) {
 		f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
 	case isBodyTimeout(err):
 		f.fail(http.StatusRequestTimeout, "request body not received within the listener's request_body_timeout_ms")
-		f.log.err = "client body: " + err.Error()
+		f.log.Err = "client body: " + err.Error()
 	default:
 		f.fail(http.StatusBadRequest, "could not read the request body")
-		f.log.err = "client body: " + err.Error()
+		f.log.Err = "client body: " + err.Error()
 	}
 }
 
@@ -407,10 +408,10 @@ func (f *forwarding) upstreamFailed(err error) {
 		return
 	}
 	kind := f.errKind(err)
-	f.log.err = err.Error()
+	f.log.Err = err.Error()
 	switch kind {
 	case "client_gone":
-		f.log.status = 499
+		f.log.Status = 499
 		return
 	case "timeout":
 		f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, kind).Inc()
@@ -439,7 +440,7 @@ func (f *forwarding) errKind(err error) string {
 }
 
 func (f *forwarding) fail(code int, msg string) {
-	f.log.status = code
+	f.log.Status = code
 	retryAfter := f.w.Header().Get("Retry-After")
 	f.resetHeader()
 	if retryAfter != "" {

@@ -140,7 +140,7 @@ func (f *forwarding) tryH2C(ep *endpointRT) outcome {
 	f.rr.headers.ApplyResponse(hdr)
 	hdr["X-Request-Id"] = []string{f.reqID}
 	f.w.WriteHeader(resp.StatusCode)
-	f.log.status = resp.StatusCode
+	f.log.Status = resp.StatusCode
 	flusher, _ := f.w.(http.Flusher)
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -148,9 +148,9 @@ func (f *forwarding) tryH2C(ep *endpointRT) outcome {
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
-			f.log.bytes += int64(n)
+			f.log.Bytes += int64(n)
 			if _, werr := f.w.Write(buf[:n]); werr != nil {
-				f.log.err = "client went away during the response"
+				f.log.Err = "client went away during the response"
 				return served
 			}
 			if flusher != nil {
@@ -161,7 +161,7 @@ func (f *forwarding) tryH2C(ep *endpointRT) outcome {
 			break
 		}
 		if rerr != nil {
-			f.log.err = "upstream body: " + rerr.Error()
+			f.log.Err = "upstream body: " + rerr.Error()
 			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, f.errKind(rerr)).Inc()
 			f.abort = true
 			return served

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"github.com/rampart-edge/rampart/l7/accesslog"
 	"strconv"
 	"time"
 )
@@ -93,6 +94,6 @@ func (p *Proxy) h2Refused(remote string, status int, reason, detail string) {
 // protocol are seen the same way.
 func (p *Proxy) refused(remote, proto string, status int, reason, detail string) {
 	p.metrics.badRequests.WithLabelValues(strconv.Itoa(status), reason).Inc()
-	p.accessLog.write(&accessEntry{start: time.Now(), reqID: requestID(""), remote: remote, proto: proto,
-		status: status, err: detail})
+	p.accessLog.Write(&accesslog.Entry{Start: time.Now(), ReqID: requestID(""), Remote: remote, Proto: proto,
+		Status: status, Err: detail})
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/route"
 )
 
@@ -25,9 +26,10 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dropConnectionListed(r.Header) // before anything reads or adds a field
 	rt := p.active.Load()
 	reqID := requestID(r.Header.Get("X-Request-Id"))
-	log := accessEntry{start: start, reqID: reqID, remote: r.RemoteAddr, method: r.Method, host: r.Host, proto: r.Proto, req: r}
+	_, query, _ := splitTarget(r)
+	log := accesslog.Entry{Start: start, ReqID: reqID, Remote: r.RemoteAddr, Method: r.Method, Host: r.Host, Proto: r.Proto, Query: query, Req: r}
 	span := p.tracer.Start(r.Header, start) // continues or starts the trace; sets traceparent for the upstream
-	log.traceID = span.TraceID()
+	log.TraceID = span.TraceID()
 	defer p.endSpan(&span, &log)
 	if rt == nil {
 		p.reply(w, &log, http.StatusServiceUnavailable, "no active snapshot")
@@ -38,12 +40,12 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ct, reason, msg := checkRequest(r, rt.slashes)
 	if reason != "" {
-		log.path = r.URL.EscapedPath()
+		log.Path = r.URL.EscapedPath()
 		p.badRequest(w, &log, reason, msg)
 		return
 	}
 	path, query, host := ct.path, ct.query, ct.host
-	log.path = path
+	log.Path = path
 	var m route.Match
 	rt.table.Lookup(host, r.Method, path, &m)
 	switch m.Status {
@@ -57,7 +59,7 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rr := &rt.routes[m.Route]
 	cl := rr.pickCluster(rand.IntN(100))
-	log.route, log.revision = rr.cfg.ID, cl.name
+	log.Route, log.Revision = rr.cfg.ID, cl.name
 
 	var maxBody int64 = -1
 	var tunnelIdle time.Duration
@@ -73,9 +75,9 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fw.recordFault()
 	}
 	dur := time.Since(start)
-	rr.stats.observe(cl.name, log.status, dur.Seconds())
-	log.dur = dur
-	p.accessLog.write(&log)
+	rr.stats.observe(cl.name, log.Status, dur.Seconds())
+	log.Dur = dur
+	p.accessLog.Write(&log)
 	if fw.abort {
 		// The response was cut short after its head went out: reset the
 		// client stream rather than end it as if it were complete.
@@ -84,12 +86,12 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // reply answers a request that never reached a route or an upstream.
-func (p *Proxy) reply(w http.ResponseWriter, log *accessEntry, code int, msg string) {
-	log.status = code
-	log.dur = time.Since(log.start)
+func (p *Proxy) reply(w http.ResponseWriter, log *accesslog.Entry, code int, msg string) {
+	log.Status = code
+	log.Dur = time.Since(log.Start)
 	p.metrics.unmatched.WithLabelValues(strconv.Itoa(code)).Inc()
-	writeError(w, code, msg, log.reqID)
-	p.accessLog.write(log)
+	writeError(w, code, msg, log.ReqID)
+	p.accessLog.Write(log)
 }
 
 func writeError(w http.ResponseWriter, code int, msg, reqID string) {

@@ -23,7 +23,6 @@ type Metrics struct {
 	connRejected   *prometheus.CounterVec
 	connAccepted   *prometheus.CounterVec
 	h2Abuse        *prometheus.CounterVec
-	logDropped     prometheus.Counter
 	badRequests    *prometheus.CounterVec
 	bodyTimeouts   *prometheus.CounterVec
 	tunnelIdle     prometheus.Counter
@@ -83,9 +82,6 @@ func NewMetrics() *Metrics {
 		h2Abuse: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_h2_connections_closed_total", Help: "HTTP/2 connections closed for abuse, by reason (resets, continuation).",
 		}, []string{"reason"}),
-		logDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rampart_access_log_dropped_total", Help: "Access log lines dropped because the log writer fell behind.",
-		}),
 		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_bad_requests_total", Help: "Requests refused as malformed, by status and reason: by the HTTP/1.1 parser (400, 417, 431, 501, 505) or by the checks every protocol shares (400: method, header, host, target, path, query).",
 		}, []string{"code", "reason"}),
@@ -143,7 +139,7 @@ func NewMetrics() *Metrics {
 		routes: map[string]*routeStats{},
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.upstreamTries, m.unmatched,
-		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.logDropped, m.badRequests,
+		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.badRequests,
 		m.bodyTimeouts, m.tunnelIdle,
 		m.outlierEjections, m.outlierSkipped, m.healthChecks, m.healthTransitions, m.endpointHealthy,
 		m.noHealthy, m.shed, m.faults, m.budgetExhausted,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/auth"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/headerrule"
@@ -45,7 +46,7 @@ func (k identityKeys) set(h http.Header, id *auth.Identity) {
 
 // screen runs before routing: it removes identity headers a client sent
 // and refuses a client address on the deny list.
-func (p *Proxy) screen(w http.ResponseWriter, r *http.Request, rt *Runtime, log *accessEntry) bool {
+func (p *Proxy) screen(w http.ResponseWriter, r *http.Request, rt *Runtime, log *accesslog.Entry) bool {
 	rt.identity.strip(r.Header)
 	dl := p.denyList.Load()
 	if dl == nil || dl.Len() == 0 {
@@ -54,7 +55,7 @@ func (p *Proxy) screen(w http.ResponseWriter, r *http.Request, rt *Runtime, log 
 	ip := clientAddr(r.RemoteAddr)
 	if reason, denied := dl.CheckIP(ip, time.Now()); denied {
 		p.metrics.denied.WithLabelValues("cidr").Inc()
-		log.security, log.err = true, "denied: "+reason
+		log.Security, log.Err = true, "denied: "+reason
 		p.reply(w, log, http.StatusForbidden, "denied")
 		return false
 	}
@@ -91,12 +92,12 @@ func (f *forwarding) authorize(m *route.Match, rt *Runtime) bool {
 			f.refuse(status, reason)
 			return false
 		}
-		f.log.tenant, f.log.subject, f.log.keyID = id.Tenant, id.Subject, id.KeyID
+		f.log.Tenant, f.log.Subject, f.log.KeyID = id.Tenant, id.Subject, id.KeyID
 		if dl := f.p.denyList.Load(); dl != nil && dl.Len() > 0 {
 			q := deny.Query{KeyID: id.KeyID, JTI: id.JTI, Subject: id.Subject, Tenant: id.Tenant}
 			if reason, denied := dl.Check(q, time.Now()); denied {
 				f.p.metrics.denied.WithLabelValues("identity").Inc()
-				f.log.err = "denied: " + reason
+				f.log.Err = "denied: " + reason
 				f.refuse(http.StatusForbidden, "credential revoked")
 				return false
 			}
@@ -129,9 +130,9 @@ func (f *forwarding) authorize(m *route.Match, rt *Runtime) bool {
 // refuse answers a request the policy chain stopped; it is a security
 // event and the client's fault.
 func (f *forwarding) refuse(status int, msg string) {
-	f.log.security = true
+	f.log.Security = true
 	f.fault = faultClient
-	f.log.status = status
+	f.log.Status = status
 	writeError(f.w, status, msg, f.reqID) // keeps WWW-Authenticate, RateLimit-*, Retry-After
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -43,7 +44,7 @@ type Proxy struct {
 	denyList    atomic.Pointer[deny.List]
 	handoffGen  uint64 // changes with every applied snapshot (guarded by mu)
 	h2c         h2cTransports
-	accessLog   *accessLog
+	accessLog   *accesslog.Log
 	tracer      *gatewayTracer
 	errLog      *slog.Logger
 	stdErrorLog *log.Logger
@@ -73,7 +74,7 @@ func New(o Options) *Proxy {
 		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	p.states.metrics, p.states.log = m, lg
 	p.checkers.metrics, p.checkers.log = m, lg
-	p.accessLog = newAccessLog(o.AccessLog, m.logDropped, m.Registry)
+	p.accessLog = accesslog.New(o.AccessLog, m.Registry)
 	p.tracer = newGatewayTracer(m.Registry, lg)
 	m.registerSnapshotGauges(p)
 	m.registerUpstreamStale()
@@ -230,7 +231,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.h2c.closeAll()
 	p.checkers.stopAll()
 	p.pools.closeAll()
-	p.accessLog.close()
+	p.accessLog.Close()
 	p.shutdownTelemetry(ctx)
 	return ctx.Err()
 }

@@ -55,11 +55,11 @@ func (f *forwarding) tunnel(uc *upstream.Conn) {
 	cc, crw, err := hj.Hijack()
 	if err != nil {
 		uc.Close()
-		f.log.err = "hijack: " + err.Error()
-		f.log.status = 499
+		f.log.Err = "hijack: " + err.Error()
+		f.log.Status = 499
 		return
 	}
-	f.log.status = http.StatusSwitchingProtocols
+	f.log.Status = http.StatusSwitchingProtocols
 	conn := upstreamKeep(hdr)
 	bw := crw.Writer
 	_, _ = bw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")

@@ -1,0 +1,296 @@
+package accesslog
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// Entry is one request's log line, filled on the request path and
+// encoded on the log writer's goroutine. Its fields are the line's fields
+// (an empty string or zero is left out where noted in Log.run).
+type Entry struct {
+	Start    time.Time
+	Dur      time.Duration
+	ReqID    string
+	TraceID  [16]byte // the gateway span's trace id; zero: none
+	Remote   string
+	Proto    string
+	Method   string
+	Host     string
+	Path     string
+	Query    string // raw query as sent; redacted by policy when encoded
+	Route    string
+	Revision string
+	Upstream string
+	Status   int
+	Bytes    int64
+	Err      string
+	// Security marks a shed, deny or authentication failure: logged like
+	// an error (within the error budget) and flagged "security":true.
+	// Statuses 401, 403 and 429 count as security events by themselves.
+	Security bool
+
+	// The verified identity, when the route authenticates.
+	Tenant  string
+	Subject string
+	KeyID   string
+
+	// Req is the request, read by Write while the handler still owns it
+	// (for the configured headers) and never queued: the HTTP/1.1 server
+	// reuses the request and its header map afterwards.
+	Req *http.Request
+
+	// Filled by Write for the writer goroutine.
+	headers []string   // values of pol.headers, in order; "" when absent
+	pol     *logPolicy // the policy the entry was admitted under
+}
+
+// Log hands entries to a writer goroutine through a bounded queue; when
+// the writer falls behind, entries are dropped and counted, never waited
+// for. Before that, a policy from the active snapshot samples successful
+// requests and holds errors to a budget. A nil *Log is a log that is off.
+type Log struct {
+	ch     chan Entry
+	policy atomic.Pointer[logPolicy]
+	epoch  time.Time // origin of the error budget's clock
+	done   chan struct{}
+
+	dropped           prometheus.Counter
+	suppressedSampled prometheus.Counter
+	suppressedBudget  prometheus.Counter
+}
+
+const (
+	queueLen = 8192
+	redacted = "[redacted]"
+)
+
+// New starts the writer; w nil means access logging is off (New returns
+// nil). rampart_access_log_dropped_total and
+// rampart_access_log_suppressed_total are registered on reg either way.
+func New(w io.Writer, reg prometheus.Registerer) *Log {
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rampart_access_log_dropped_total", Help: "Access log lines dropped because the log writer fell behind.",
+	})
+	suppressed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rampart_access_log_suppressed_total",
+		Help: "Access log lines not written by policy, by reason: sampled (a success not sampled), error_budget (an error or security event over errors_per_second).",
+	}, []string{"reason"})
+	reg.MustRegister(dropped, suppressed)
+	if w == nil {
+		return nil
+	}
+	l := &Log{ch: make(chan Entry, queueLen), dropped: dropped, done: make(chan struct{}),
+		epoch:             time.Now(),
+		suppressedSampled: suppressed.WithLabelValues("sampled"),
+		suppressedBudget:  suppressed.WithLabelValues("error_budget"),
+	}
+	l.policy.Store(newLogPolicy(snapshot.AccessLog{}, nil))
+	go l.run(slog.New(slog.NewJSONHandler(w, nil)))
+	return l
+}
+
+// logPolicy is one snapshot's access log settings, immutable once built.
+type logPolicy struct {
+	successRate     float64
+	errorsPerSecond int
+	budget          *tokenBucket
+	headers         []string // canonical names of the request headers logged
+	keys            []string // their names in the log: lower case
+	redactHeader    []bool   // per header: log "[redacted]" instead of the value
+	redactQuery     map[string]struct{}
+}
+
+// newLogPolicy builds a policy; the error budget carries over from prev
+// when its rate is unchanged, so a snapshot swap grants no new burst.
+func newLogPolicy(c snapshot.AccessLog, prev *logPolicy) *logPolicy {
+	p := &logPolicy{successRate: 1, errorsPerSecond: c.ErrorsPerSecond}
+	if c.SuccessSampleRate != nil {
+		p.successRate = *c.SuccessSampleRate
+	}
+	if p.errorsPerSecond <= 0 {
+		p.errorsPerSecond = snapshot.DefaultErrorsPerSecond
+	}
+	if prev != nil && prev.errorsPerSecond == p.errorsPerSecond {
+		p.budget = prev.budget
+	} else {
+		p.budget = newTokenBucket(p.errorsPerSecond)
+	}
+	redact := map[string]bool{}
+	for _, h := range c.RedactHeaders {
+		redact[http.CanonicalHeaderKey(h)] = true
+	}
+	seen := map[string]bool{}
+	for _, h := range c.Headers {
+		k := http.CanonicalHeaderKey(h)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		p.headers = append(p.headers, k)
+		p.keys = append(p.keys, strings.ToLower(k))
+		p.redactHeader = append(p.redactHeader, redact[k])
+	}
+	if len(c.RedactQueryParams) > 0 {
+		p.redactQuery = make(map[string]struct{}, len(c.RedactQueryParams))
+		for _, q := range c.RedactQueryParams {
+			p.redactQuery[q] = struct{}{}
+		}
+	}
+	return p
+}
+
+// sampleSuccess decides whether a successful request is logged.
+func (p *logPolicy) sampleSuccess() bool {
+	switch {
+	case p.successRate >= 1:
+		return true
+	case p.successRate <= 0:
+		return false
+	}
+	return rand.Float64() < p.successRate
+}
+
+// capture copies the configured header values out of the request (only
+// those, and only the strings: the map and its slices are reused).
+func (p *logPolicy) capture(r *http.Request) []string {
+	out := make([]string, len(p.headers))
+	for i, name := range p.headers {
+		var v string
+		if vv := r.Header[name]; len(vv) == 1 {
+			v = vv[0]
+		} else if len(vv) > 1 {
+			v = strings.Join(vv, ", ")
+		} else if name == "Host" {
+			v = r.Host
+		}
+		if v != "" && p.redactHeader[i] {
+			v = redacted
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// Configure applies a snapshot's access log settings.
+func (l *Log) Configure(c snapshot.AccessLog) {
+	if l == nil {
+		return
+	}
+	l.policy.Store(newLogPolicy(c, l.policy.Load()))
+}
+
+// Write admits an entry by policy and queues it. It runs on the request
+// path, before the handler returns: it is where the request's headers are
+// read.
+func (l *Log) Write(e *Entry) {
+	if l == nil {
+		return
+	}
+	pol := l.policy.Load()
+	sec := e.Security || e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden ||
+		e.Status == http.StatusTooManyRequests
+	if sec || e.Status >= 400 {
+		if !pol.budget.allow(int64(e.Start.Add(e.Dur).Sub(l.epoch))) {
+			l.suppressedBudget.Inc()
+			return
+		}
+	} else if !pol.sampleSuccess() {
+		l.suppressedSampled.Inc()
+		return
+	}
+	c := *e
+	c.Security, c.pol, c.Req = sec, pol, nil
+	if r := e.Req; r != nil && len(pol.headers) > 0 {
+		c.headers = pol.capture(r)
+	}
+	select {
+	case l.ch <- c:
+	default:
+		l.dropped.Inc()
+	}
+}
+
+func (l *Log) run(log *slog.Logger) {
+	defer close(l.done)
+	ctx := context.Background()
+	var tid [32]byte
+	for e := range l.ch {
+		attrs := make([]slog.Attr, 0, 20)
+		attrs = append(attrs, slog.String("request_id", e.ReqID))
+		if e.TraceID != ([16]byte{}) {
+			hex.Encode(tid[:], e.TraceID[:])
+			attrs = append(attrs, slog.String("trace_id", string(tid[:])))
+		}
+		attrs = append(attrs,
+			slog.String("remote", e.Remote),
+			slog.String("proto", e.Proto),
+			slog.String("method", e.Method),
+			slog.String("host", e.Host),
+			slog.String("path", e.Path),
+		)
+		if e.Query != "" {
+			attrs = append(attrs, slog.String("query", redactQuery(e.Query, e.pol.redactQuery)))
+		}
+		attrs = append(attrs,
+			slog.Int("status", e.Status),
+			slog.Int64("bytes", e.Bytes),
+			slog.Float64("duration_ms", float64(e.Dur.Microseconds())/1000),
+		)
+		if e.Route != "" {
+			attrs = append(attrs, slog.String("route", e.Route), slog.String("revision", e.Revision))
+		}
+		if e.Upstream != "" {
+			attrs = append(attrs, slog.String("upstream", e.Upstream))
+		}
+		if e.Tenant != "" {
+			attrs = append(attrs, slog.String("tenant", e.Tenant))
+		}
+		if e.Subject != "" {
+			attrs = append(attrs, slog.String("subject", e.Subject))
+		}
+		if e.KeyID != "" {
+			attrs = append(attrs, slog.String("key_id", e.KeyID))
+		}
+		if e.Err != "" {
+			attrs = append(attrs, slog.String("error", e.Err))
+		}
+		if e.Security {
+			attrs = append(attrs, slog.Bool("security", true))
+		}
+		if len(e.headers) > 0 {
+			hs := make([]slog.Attr, 0, len(e.headers))
+			for i, v := range e.headers {
+				if v != "" {
+					hs = append(hs, slog.String(e.pol.keys[i], v))
+				}
+			}
+			if len(hs) > 0 {
+				attrs = append(attrs, slog.Attr{Key: "headers", Value: slog.GroupValue(hs...)})
+			}
+		}
+		r := slog.NewRecord(e.Start, slog.LevelInfo, "access", 0)
+		r.AddAttrs(attrs...)
+		_ = log.Handler().Handle(ctx, r)
+	}
+}
+
+// Close flushes what is queued and stops the writer.
+func (l *Log) Close() {
+	if l == nil {
+		return
+	}
+	close(l.ch)
+	<-l.done
+}
