@@ -40,9 +40,7 @@ func (f *forwarding) admit() bool {
 		}
 		f.admitted |= admittedRoute
 	}
-	cs := f.cl.state
-	if cs.requests.Add(1) > int64(f.cl.cfg.CircuitBreaker.MaxRequests) {
-		cs.requests.Add(-1)
+	if !f.cl.Admit() {
 		f.shed("breaker")
 		return false
 	}
@@ -54,7 +52,7 @@ func (f *forwarding) admit() bool {
 // records whose fault a failure was.
 func (f *forwarding) release() {
 	if f.admitted&admittedCluster != 0 {
-		f.cl.state.requests.Add(-1)
+		f.cl.Done()
 	}
 	if f.admitted&admittedRoute != 0 {
 		f.rr.stats.inflight.Add(-1)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rampart-edge/rampart/l7/accesslog"
+	"github.com/rampart-edge/rampart/l7/cluster"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 	"github.com/rampart-edge/rampart/l7/snapshot/snapgen"
 )
@@ -90,9 +92,9 @@ func BenchmarkBuildRuntime20k(b *testing.B) {
 	c.Listeners = l.config().Listeners
 	s := l.snap(c)
 	m := NewMetrics()
-	var pl pools
-	defer pl.closeAll()
-	env := &runtimeEnv{pools: &pl, states: &states{metrics: m}, metrics: m}
+	set := cluster.NewSet(m.cluster, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	defer set.Close()
+	env := &runtimeEnv{clusters: set, metrics: m}
 	var rt *Runtime
 	for b.Loop() {
 		var before, after runtime.MemStats
@@ -131,8 +133,8 @@ func BenchmarkResiliencePath(b *testing.B) {
 		if !f.admit() {
 			b.Fatal("not admitted")
 		}
-		ep, _ := cl.pick(nil)
-		cl.report(ep, 200, false)
+		ep, _ := cl.Pick(nil, nil)
+		cl.Report(ep, 200, false)
 		f.release()
 	}
 }

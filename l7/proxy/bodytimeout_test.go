@@ -31,10 +31,10 @@ func (l *lab) slots() slots {
 		s.route += rt.routes[i].stats.inflight.Load()
 	}
 	for _, cl := range rt.clusters {
-		s.breaker += cl.state.requests.Load()
-		s.pending += cl.state.limiter.Pending()
-		for _, ep := range cl.endpoints {
-			st := ep.pool.Stats()
+		s.breaker += cl.InFlight()
+		s.pending += cl.Pending()
+		for _, ep := range cl.Endpoints() {
+			st := ep.Pool.Stats()
 			s.connsInUse += int64(st.Open - st.Idle)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/accesslog"
+	"github.com/rampart-edge/rampart/l7/cluster"
 	"github.com/rampart-edge/rampart/l7/upstream"
 )
 
@@ -37,7 +38,7 @@ type forwarding struct {
 	w            http.ResponseWriter
 	r            *http.Request
 	rr           *routeRT
-	cl           *clusterRT
+	cl           *cluster.Cluster
 	path         string
 	query        string
 	reqID        string
@@ -85,12 +86,12 @@ func (f *forwarding) run() {
 	if !f.prepareBody() {
 		return
 	}
-	var prev *endpointRT
+	var prev *cluster.Endpoint
 	staleUsed := false
 	for f.attempt = 1; ; {
-		ep, panicked := f.cl.pick(prev)
+		ep, panicked := f.cl.Pick(prev, nil)
 		if panicked {
-			f.p.metrics.noHealthy.WithLabelValues(f.cl.name, f.cl.cfg.PanicMode).Inc()
+			f.p.metrics.cluster.NoHealthy.WithLabelValues(f.cl.Name, f.cl.Config.PanicMode).Inc()
 		}
 		if ep == nil {
 			f.fault = faultUpstream
@@ -98,7 +99,7 @@ func (f *forwarding) run() {
 			f.fail(http.StatusServiceUnavailable, "no healthy upstream endpoint")
 			return
 		}
-		f.log.Upstream = ep.addr
+		f.log.Upstream = ep.Addr
 		switch f.try(ep) {
 		case served:
 			return
@@ -109,12 +110,12 @@ func (f *forwarding) run() {
 				return
 			}
 			staleUsed = true
-			f.p.metrics.upstreamTries.WithLabelValues(f.cl.name, "stale_connection").Inc()
+			f.p.metrics.upstreamTries.WithLabelValues(f.cl.Name, "stale_connection").Inc()
 			continue // same endpoint, fresh connection, attempt not charged
 		case retryDial:
-			f.p.metrics.upstreamTries.WithLabelValues(f.cl.name, "connect").Inc()
+			f.p.metrics.upstreamTries.WithLabelValues(f.cl.Name, "connect").Inc()
 		case retryCode:
-			f.p.metrics.upstreamTries.WithLabelValues(f.cl.name, "status").Inc()
+			f.p.metrics.upstreamTries.WithLabelValues(f.cl.Name, "status").Inc()
 		}
 		f.attempt++
 		prev = ep
@@ -140,13 +141,12 @@ func (f *forwarding) mayRetry(afterStatus bool) bool {
 	if !afterStatus && !f.bodyReadOK && f.replay == nil {
 		return false
 	}
-	wait := backoff(f.attempt)
+	wait := cluster.Backoff(f.attempt)
 	if time.Now().Add(wait + minAttempt).After(f.deadline) {
 		return false
 	}
-	done, ok := f.cl.state.admitRetry(*f.cl.cfg.RetryBudget)
+	done, ok := f.cl.AdmitRetry()
 	if !ok {
-		f.p.metrics.budgetExhausted.WithLabelValues(f.cl.name).Inc()
 		return false
 	}
 	f.wait = wait
@@ -169,8 +169,8 @@ func (f *forwarding) sleep(d time.Duration) bool {
 	}
 }
 
-func (f *forwarding) try(ep *endpointRT) outcome {
-	if f.cl.cfg.Protocol == "h2c" {
+func (f *forwarding) try(ep *cluster.Endpoint) outcome {
+	if f.cl.Config.Protocol == "h2c" {
 		return f.tryH2C(ep)
 	}
 	ctx := f.r.Context()
@@ -178,17 +178,17 @@ func (f *forwarding) try(ep *endpointRT) outcome {
 	if !f.eligible && (f.hasBody || f.r.Method != "GET") {
 		maxAge = staleAge
 	}
-	conn, err := ep.pool.Get(ctx, f.deadline, maxAge)
+	conn, err := ep.Pool.Get(ctx, f.deadline, maxAge)
 	if err != nil {
 		if errors.Is(err, upstream.ErrTooManyConnections) {
 			f.shed("connections")
 			return served
 		}
 		if ctx.Err() == nil {
-			f.cl.report(ep, 0, true)
+			f.cl.Report(ep, 0, true)
 		}
 		if ctx.Err() == nil && f.mayRetry(false) {
-			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, "connect").Inc()
+			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.Name, "connect").Inc()
 			return retryDial
 		}
 		f.upstreamFailed(err)
@@ -211,7 +211,7 @@ func (f *forwarding) try(ep *endpointRT) outcome {
 		if conn.Reused && (f.bodyReadOK || f.replay != nil) && ctx.Err() == nil {
 			return retryStale // the write failed: nothing reached a live server
 		}
-		f.cl.report(ep, 0, true)
+		f.cl.Report(ep, 0, true)
 		f.upstreamFailed(err)
 		return served
 	}
@@ -240,12 +240,12 @@ func (f *forwarding) try(ep *endpointRT) outcome {
 			return retryStale
 		}
 		if ctx.Err() == nil {
-			f.cl.report(ep, 0, true)
+			f.cl.Report(ep, 0, true)
 		}
 		f.upstreamFailed(err)
 		return served
 	}
-	f.cl.report(ep, rh.Status, false)
+	f.cl.Report(ep, rh.Status, false)
 	if rh.Status == 101 && f.upgrade != "" {
 		f.tunnel(conn)
 		return served
@@ -309,7 +309,7 @@ func (f *forwarding) respond(conn *upstream.Conn, rh upstream.ResponseHead) {
 		if rerr != nil {
 			conn.Close()
 			f.log.Err = "upstream body: " + rerr.Error()
-			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, f.errKind(rerr)).Inc()
+			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.Name, f.errKind(rerr)).Inc()
 			f.abort = true
 			return
 		}
@@ -414,12 +414,12 @@ func (f *forwarding) upstreamFailed(err error) {
 		f.log.Status = 499
 		return
 	case "timeout":
-		f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, kind).Inc()
+		f.p.metrics.upstreamErrors.WithLabelValues(f.cl.Name, kind).Inc()
 		f.fault = faultUpstream
 		f.fail(http.StatusGatewayTimeout, "upstream did not answer within the route timeout")
 	default:
 		f.fault = faultUpstream
-		f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, kind).Inc()
+		f.p.metrics.upstreamErrors.WithLabelValues(f.cl.Name, kind).Inc()
 		f.fail(http.StatusBadGateway, "upstream "+kind+" error")
 	}
 }

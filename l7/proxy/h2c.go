@@ -2,71 +2,29 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
-	"golang.org/x/net/http2"
+	"github.com/rampart-edge/rampart/l7/cluster"
 )
-
-// h2cTransports keeps one HTTP/2 (cleartext, prior knowledge) transport per
-// cluster, across snapshot swaps; it multiplexes streams over its own
-// connections to each endpoint.
-type h2cTransports struct {
-	mu sync.Mutex
-	m  map[string]*http2.Transport
-}
-
-func (h *h2cTransports) get(cluster string, connectTimeout time.Duration) *http2.Transport {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[string]*http2.Transport{}
-	}
-	tr := h.m[cluster]
-	if tr == nil {
-		d := &net.Dialer{Timeout: connectTimeout}
-		d.SetMultipathTCP(false)
-		tr = &http2.Transport{
-			AllowHTTP: true,
-			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				return d.DialContext(ctx, network, addr)
-			},
-			ReadIdleTimeout: 30 * time.Second,
-			PingTimeout:     5 * time.Second,
-		}
-		h.m[cluster] = tr
-	}
-	return tr
-}
-
-func (h *h2cTransports) closeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for k, tr := range h.m {
-		tr.CloseIdleConnections()
-		delete(h.m, k)
-	}
-}
 
 // tryH2C forwards over HTTP/2 to a cluster with protocol h2c (gRPC):
 // request and response bodies stream both ways at once, every response
 // chunk is flushed, and trailers (grpc-status) are passed on. Only a
 // failure to connect is retried: the transport dials before it reads any
 // of the body, so nothing was sent.
-func (f *forwarding) tryH2C(ep *endpointRT) outcome {
+func (f *forwarding) tryH2C(ep *cluster.Endpoint) outcome {
 	r := f.r
 	ctx, cancel := context.WithDeadline(r.Context(), f.deadline)
 	defer cancel()
 	out := &http.Request{
 		Method:        r.Method,
-		URL:           &url.URL{Scheme: "http", Host: ep.addr, Path: f.path, RawQuery: f.query},
+		URL:           &url.URL{Scheme: "http", Host: ep.Addr, Path: f.path, RawQuery: f.query},
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
 		Host:          r.Host,
@@ -109,23 +67,23 @@ func (f *forwarding) tryH2C(ep *endpointRT) outcome {
 		}
 	}
 	out = out.WithContext(ctx)
-	tr := f.p.h2c.get(f.cl.name, time.Duration(f.cl.cfg.ConnectTimeoutMs)*time.Millisecond)
+	tr := f.p.clusters.H2C(f.cl)
 	resp, err := tr.RoundTrip(out)
 	if err != nil {
 		var op *net.OpError
 		dialFailed := errors.As(err, &op) && op.Op == "dial"
 		if r.Context().Err() == nil {
-			f.cl.report(ep, 0, true)
+			f.cl.Report(ep, 0, true)
 		}
 		if dialFailed && r.Context().Err() == nil && f.mayRetry(false) {
-			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, "connect").Inc()
+			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.Name, "connect").Inc()
 			return retryDial
 		}
 		f.upstreamFailed(err)
 		return served
 	}
 	defer resp.Body.Close()
-	f.cl.report(ep, resp.StatusCode, false)
+	f.cl.Report(ep, resp.StatusCode, false)
 	if resp.StatusCode >= 500 {
 		f.fault = faultUpstream
 	}
@@ -162,7 +120,7 @@ func (f *forwarding) tryH2C(ep *endpointRT) outcome {
 		}
 		if rerr != nil {
 			f.log.Err = "upstream body: " + rerr.Error()
-			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.name, f.errKind(rerr)).Inc()
+			f.p.metrics.upstreamErrors.WithLabelValues(f.cl.Name, f.errKind(rerr)).Inc()
 			f.abort = true
 			return served
 		}

@@ -59,7 +59,7 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rr := &rt.routes[m.Route]
 	cl := rr.pickCluster(rand.IntN(100))
-	log.Route, log.Revision = rr.cfg.ID, cl.name
+	log.Route, log.Revision = rr.cfg.ID, cl.Name
 
 	var maxBody int64 = -1
 	var tunnelIdle time.Duration
@@ -75,7 +75,7 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fw.recordFault()
 	}
 	dur := time.Since(start)
-	rr.stats.observe(cl.name, log.Status, dur.Seconds())
+	rr.stats.observe(cl.Name, log.Status, dur.Seconds())
 	log.Dur = dur
 	p.accessLog.Write(&log)
 	if fw.abort {

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/rampart-edge/rampart/l7/certgen"
+	"github.com/rampart-edge/rampart/l7/cluster"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -63,6 +64,12 @@ func newLab(t testing.TB) *lab {
 	return l
 }
 
+// setRegion places the proxy in a region (before its first snapshot).
+func (l *lab) setRegion(r string) {
+	l.p.region = r
+	l.p.clusters = cluster.NewSet(l.p.metrics.cluster, l.p.errLog, r)
+}
+
 // config returns a config with an https and an http listener on free ports
 // and one cluster "app" with the given endpoints.
 func (l *lab) config(endpoints ...string) *snapshot.Config {
@@ -75,12 +82,12 @@ func (l *lab) config(endpoints ...string) *snapshot.Config {
 		},
 	}
 	if len(endpoints) > 0 {
-		c.Clusters = append(c.Clusters, cluster("app", endpoints...))
+		c.Clusters = append(c.Clusters, clusterOf("app", endpoints...))
 	}
 	return c
 }
 
-func cluster(name string, addrs ...string) snapshot.Cluster {
+func clusterOf(name string, addrs ...string) snapshot.Cluster {
 	c := snapshot.Cluster{Name: name}
 	for _, a := range addrs {
 		c.Endpoints = append(c.Endpoints, snapshot.Endpoint{Address: a})

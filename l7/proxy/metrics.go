@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rampart-edge/rampart/l7/cluster"
 )
 
 // Metrics are the proxy's Prometheus series, registered on their own registry.
@@ -27,21 +28,16 @@ type Metrics struct {
 	bodyTimeouts   *prometheus.CounterVec
 	tunnelIdle     prometheus.Counter
 
-	outlierEjections  *prometheus.CounterVec
-	outlierSkipped    *prometheus.CounterVec
-	healthChecks      *prometheus.CounterVec
-	healthTransitions *prometheus.CounterVec
-	endpointHealthy   *prometheus.GaugeVec
-	noHealthy         *prometheus.CounterVec
-	shed              *prometheus.CounterVec
-	faults            *prometheus.CounterVec
-	budgetExhausted   *prometheus.CounterVec
-	authFailures      *prometheus.CounterVec
-	denied            *prometheus.CounterVec
-	denyRejected      *prometheus.CounterVec
-	denySequence      prometheus.Gauge
-	denyEntries       prometheus.Gauge
-	quota             *prometheus.CounterVec
+	shed         *prometheus.CounterVec
+	faults       *prometheus.CounterVec
+	authFailures *prometheus.CounterVec
+	denied       *prometheus.CounterVec
+	denyRejected *prometheus.CounterVec
+	denySequence prometheus.Gauge
+	denyEntries  prometheus.Gauge
+	quota        *prometheus.CounterVec
+
+	cluster *cluster.Metrics
 
 	mu     sync.Mutex
 	routes map[string]*routeStats // by route id, kept across snapshot swaps
@@ -91,33 +87,12 @@ func NewMetrics() *Metrics {
 		tunnelIdle: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rampart_websocket_tunnels_idle_closed_total", Help: "WebSocket tunnels closed because no byte went either way for the listener's tunnel_idle_timeout_ms.",
 		}),
-		outlierEjections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_outlier_ejections_total", Help: "Endpoints ejected by passive outlier detection, by cluster.",
-		}, []string{"cluster"}),
-		outlierSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_outlier_ejections_skipped_total", Help: "Ejections not done because max_ejection_percent of the cluster was already out.",
-		}, []string{"cluster"}),
-		healthChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_health_checks_total", Help: "Active health checks, by cluster and result (pass, fail).",
-		}, []string{"cluster", "result"}),
-		healthTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_health_transitions_total", Help: "Endpoints changing health by active check, by cluster and new state.",
-		}, []string{"cluster", "to"}),
-		endpointHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "rampart_endpoint_healthy", Help: "1 when the endpoint passes its active health check, 0 when not (clusters with health checks only).",
-		}, []string{"cluster", "endpoint"}),
-		noHealthy: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_upstream_panic_total", Help: "Requests that found no healthy endpoint, by cluster and panic action (fail_closed: 503; all_endpoints: sent anyway).",
-		}, []string{"cluster", "action"}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_shed_total", Help: "Requests refused at once with 503, by scope (global, route, breaker, connections).",
 		}, []string{"scope"}),
 		faults: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_request_errors_total", Help: "Failed requests by route and whose fault: gateway (shed, internal), upstream (5xx, unreachable, no healthy endpoint), client (4xx, 499).",
 		}, []string{"route", "fault"}),
-		budgetExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_retry_budget_exhausted_total", Help: "Retries not made because the cluster's retry budget was spent.",
-		}, []string{"cluster"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_auth_failures_total", Help: "Requests refused by authentication or scope checks, by auth policy and reason.",
 		}, []string{"policy", "reason"}),
@@ -141,10 +116,10 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.upstreamTries, m.unmatched,
 		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.badRequests,
 		m.bodyTimeouts, m.tunnelIdle,
-		m.outlierEjections, m.outlierSkipped, m.healthChecks, m.healthTransitions, m.endpointHealthy,
-		m.noHealthy, m.shed, m.faults, m.budgetExhausted,
+		m.shed, m.faults,
 		m.authFailures, m.denied, m.denyRejected, m.denySequence, m.denyEntries, m.quota,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.cluster = cluster.NewMetrics(m.Registry)
 	return m
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/accesslog"
+	"github.com/rampart-edge/rampart/l7/cluster"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -35,15 +36,12 @@ type Options struct {
 type Proxy struct {
 	active      atomic.Pointer[Runtime]
 	metrics     *Metrics
-	pools       pools
-	states      states
-	checkers    checkers
+	clusters    *cluster.Set
 	region      string
 	inflight    atomic.Int64 // requests in flight (limits.max_concurrent_requests)
 	tunnels     tunnelSet    // upgraded (WebSocket) connections
 	denyList    atomic.Pointer[deny.List]
 	handoffGen  uint64 // changes with every applied snapshot (guarded by mu)
-	h2c         h2cTransports
 	accessLog   *accesslog.Log
 	tracer      *gatewayTracer
 	errLog      *slog.Logger
@@ -72,8 +70,7 @@ func New(o Options) *Proxy {
 	m := NewMetrics()
 	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener{}, region: o.Region,
 		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
-	p.states.metrics, p.states.log = m, lg
-	p.checkers.metrics, p.checkers.log = m, lg
+	p.clusters = cluster.NewSet(m.cluster, lg, o.Region)
 	p.accessLog = accesslog.New(o.AccessLog, m.Registry)
 	p.tracer = newGatewayTracer(m.Registry, lg)
 	m.registerSnapshotGauges(p)
@@ -105,7 +102,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	if prev != nil && !prev.Snap.Version.Less(s.Version) {
 		return fmt.Errorf("%w: %s is active, got %s", ErrStale, prev.Snap.Version, s.Version)
 	}
-	rt, err := buildRuntime(s, &runtimeEnv{pools: &p.pools, states: &p.states, metrics: p.metrics, region: p.region, log: p.errLog}, prev)
+	rt, err := buildRuntime(s, &runtimeEnv{clusters: p.clusters, metrics: p.metrics, region: p.region, log: p.errLog}, prev)
 	if err != nil {
 		return err
 	}
@@ -158,9 +155,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 			l.close(ctx)
 		}()
 	}
-	p.pools.retain(rt)
-	p.states.retain(rt)
-	p.checkers.sync(rt)
+	p.clusters.Retain(rt.clusters)
 	p.errLog.Info("snapshot active", "version", s.Version.String(), "sha256", s.DigestHex(),
 		"routes", len(s.Config.Routes), "clusters", len(s.Config.Clusters))
 	return nil
@@ -228,9 +223,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	if rt := p.active.Load(); rt != nil {
 		rt.closePolicies()
 	}
-	p.h2c.closeAll()
-	p.checkers.stopAll()
-	p.pools.closeAll()
+	p.clusters.Close()
 	p.accessLog.Close()
 	p.shutdownTelemetry(ctx)
 	return ctx.Err()

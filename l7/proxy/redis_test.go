@@ -54,7 +54,7 @@ func TestTwoProxiesShareARegionalQuota(t *testing.T) {
 	var labs []*lab
 	for i := 0; i < 2; i++ {
 		l := newLab(t)
-		l.p.region = "eu"
+		l.setRegion("eu")
 		c := l.config(up.Addr())
 		c.QuotaPolicies = []snapshot.QuotaPolicy{{ID: "shared", Key: []string{"header:X-Customer"}, Burst: burst,
 			Regional: &snapshot.Regional{GlobalRatePerSecond: 4, Shares: map[string]float64{"eu": 0.5, "us": 0.5}},

@@ -95,8 +95,8 @@ func TestBreakerMaxConnectionsAndPending(t *testing.T) {
 	eventually(t, 10*time.Second, "the first request to hold the only connection", func() bool { return up.Count() == 1 })
 	wg.Add(1)
 	go func() { defer wg.Done(); c, _ := status(t, l.url("http", "/waits")); codes <- c }() // pending: waits
-	cs := l.p.states.m["app"]
-	eventually(t, 10*time.Second, "one pending request", func() bool { return cs.limiter.Pending() == 1 })
+	cs := l.p.clusters.Limiter("app")
+	eventually(t, 10*time.Second, "one pending request", func() bool { return cs.Pending() == 1 })
 	if code, _ := status(t, l.url("http", "/third")); code != 503 {
 		t.Fatalf("over max_pending: %d, want 503", code)
 	}
@@ -111,7 +111,7 @@ func TestBreakerMaxConnectionsAndPending(t *testing.T) {
 	if n := testutil.ToFloat64(l.p.metrics.shed.WithLabelValues("connections")); n != 1 {
 		t.Errorf("shed{connections} = %v", n)
 	}
-	if open := cs.limiter.Open(); open > 1 {
+	if open := cs.Open(); open > 1 {
 		t.Errorf("%d connections open, limit 1", open)
 	}
 }
@@ -136,12 +136,12 @@ func TestOutlierEjectionAndReturn(t *testing.T) {
 	if bad.Count() != 3 {
 		t.Fatalf("bad endpoint got %d requests, want 3 (ejected after 3 consecutive 5xx)", bad.Count())
 	}
-	if n := testutil.ToFloat64(l.p.metrics.outlierEjections.WithLabelValues("app")); n != 1 {
+	if n := testutil.ToFloat64(l.p.metrics.cluster.OutlierEjections.WithLabelValues("app")); n != 1 {
 		t.Fatalf("ejections = %v", n)
 	}
 	failing.Store(false)
-	es := l.p.Active().clusters["app"].endpoints[0].state
-	eventually(t, 30*time.Second, "the ejection to end", func() bool { return es.ejectedAt.Load() <= time.Now().UnixNano() })
+	ep := l.p.Active().clusters["app"].Endpoints()[0]
+	eventually(t, 30*time.Second, "the ejection to end", func() bool { _, _, until := ep.Ejection(); return !until.After(time.Now()) })
 	for i := 0; i < 10; i++ {
 		status(t, l.url("http", "/x"))
 	}
@@ -166,13 +166,11 @@ func TestOutlierEjectionGrowsAndIsCapped(t *testing.T) {
 	if bad.Count() < 2 || bad2.Count() < 2 || (bad.Count() > 2 && bad2.Count() > 2) == false {
 		t.Logf("bad %d bad2 %d", bad.Count(), bad2.Count())
 	}
-	if n := testutil.ToFloat64(l.p.metrics.outlierSkipped.WithLabelValues("app")); n == 0 {
+	if n := testutil.ToFloat64(l.p.metrics.cluster.OutlierSkipped.WithLabelValues("app")); n == 0 {
 		t.Fatalf("max_ejection_percent never held an ejection back (bad %d, bad2 %d)", bad.Count(), bad2.Count())
 	}
-	es := l.p.Active().clusters["app"].endpoints[0].state
-	es.mu.Lock()
-	first := es.ejections
-	es.mu.Unlock()
+	ep := l.p.Active().clusters["app"].Endpoints()[0]
+	first, _, _ := ep.Ejection()
 	if first < 1 {
 		t.Fatalf("first endpoint never ejected")
 	}
@@ -182,10 +180,7 @@ func TestOutlierEjectionGrowsAndIsCapped(t *testing.T) {
 	var from, until time.Time
 	for deadline := time.Now().Add(30 * time.Second); ; { // a liveness bound
 		status(t, l.url("http", "/x"))
-		es.mu.Lock()
-		n, from = es.ejections, es.lastEject
-		es.mu.Unlock()
-		until = time.Unix(0, es.ejectedAt.Load()) // stored just after lastEject
+		n, from, until = ep.Ejection()
 		if n >= 2 && until.After(from) {
 			break
 		}
@@ -215,13 +210,13 @@ func TestActiveHealthChecks(t *testing.T) {
 	oneCluster(l, func(c *snapshot.Cluster) {
 		c.HealthCheck = &snapshot.HealthCheck{Path: "/health", IntervalMs: 100, TimeoutMs: 100, JitterMs: 10, HealthyThreshold: 2, UnhealthyThreshold: 2}
 	}, nil, a.Addr(), b.Addr())
-	m := l.p.metrics
+	m := l.p.metrics.cluster
 	eventually(t, 10*time.Second, "checks to run", func() bool {
-		return testutil.ToFloat64(m.healthChecks.WithLabelValues("app", "pass")) >= 2
+		return testutil.ToFloat64(m.HealthChecks.WithLabelValues("app", "pass")) >= 2
 	})
 	sick.Store(true)
 	eventually(t, 10*time.Second, "a to turn unhealthy", func() bool {
-		return testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", a.Addr())) == 0
+		return testutil.ToFloat64(m.EndpointHealthy.WithLabelValues("app", a.Addr())) == 0
 	})
 	before := proxied.Load()
 	for i := 0; i < 10; i++ {
@@ -236,10 +231,10 @@ func TestActiveHealthChecks(t *testing.T) {
 	}
 	sick.Store(false)
 	eventually(t, 10*time.Second, "a to recover", func() bool {
-		return testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", a.Addr())) == 1
+		return testutil.ToFloat64(m.EndpointHealthy.WithLabelValues("app", a.Addr())) == 1
 	})
-	if testutil.ToFloat64(m.healthTransitions.WithLabelValues("app", "unhealthy")) != 1 ||
-		testutil.ToFloat64(m.healthTransitions.WithLabelValues("app", "healthy")) != 1 {
+	if testutil.ToFloat64(m.HealthTransitions.WithLabelValues("app", "unhealthy")) != 1 ||
+		testutil.ToFloat64(m.HealthTransitions.WithLabelValues("app", "healthy")) != 1 {
 		t.Error("transitions not counted once each")
 	}
 	_ = b
@@ -261,10 +256,10 @@ func TestEndpointStateSurvivesSwap(t *testing.T) {
 	if bad.Count() != 2 {
 		t.Fatalf("bad got %d, want 2 then ejection", bad.Count())
 	}
-	stateBefore := l.p.Active().clusters["app"].state
+	stateBefore := l.p.Active().clusters["app"].State()
 	// A new snapshot: another route, same cluster and endpoints.
 	oneCluster(l, tune, func(r *snapshot.Route) { r.TimeoutMs = 3000 }, bad.Addr(), good.Addr())
-	if l.p.Active().clusters["app"].state != stateBefore {
+	if l.p.Active().clusters["app"].State() != stateBefore {
 		t.Fatal("cluster state was not carried over")
 	}
 	for i := 0; i < 6; i++ {
@@ -275,14 +270,14 @@ func TestEndpointStateSurvivesSwap(t *testing.T) {
 	}
 	// Removing the endpoint forgets its state.
 	oneCluster(l, tune, nil, good.Addr())
-	if _, ok := l.p.states.m["app"].endpoints[bad.Addr()]; ok {
+	if l.p.clusters.Tracks("app", bad.Addr()) {
 		t.Fatal("state of a removed endpoint kept")
 	}
 }
 
 func TestSameRegionPreferredAndPanicModes(t *testing.T) {
 	l := newLab(t)
-	l.p.region = "eu"
+	l.setRegion("eu")
 	var euSick atomic.Bool
 	eu := startUpstream(t, "eu", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" && euSick.Load() {
@@ -310,22 +305,22 @@ func TestSameRegionPreferredAndPanicModes(t *testing.T) {
 		t.Fatalf("eu %d us %d: the proxy's region should take every request", eu.Count(), us.Count())
 	}
 	euSick.Store(true) // both fail their checks now
-	m := l.p.metrics
+	m := l.p.metrics.cluster
 	eventually(t, 10*time.Second, "both unhealthy", func() bool {
-		return testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", eu.Addr())) == 0 &&
-			testutil.ToFloat64(m.endpointHealthy.WithLabelValues("app", us.Addr())) == 0
+		return testutil.ToFloat64(m.EndpointHealthy.WithLabelValues("app", eu.Addr())) == 0 &&
+			testutil.ToFloat64(m.EndpointHealthy.WithLabelValues("app", us.Addr())) == 0
 	})
 	if code, _ := status(t, l.url("http", "/x")); code != 503 {
 		t.Fatalf("fail_closed with no healthy endpoint: %d", code)
 	}
-	if testutil.ToFloat64(m.noHealthy.WithLabelValues("app", "fail_closed")) != 1 {
+	if testutil.ToFloat64(m.NoHealthy.WithLabelValues("app", "fail_closed")) != 1 {
 		t.Error("panic not counted")
 	}
 	apply("all_endpoints")
 	if code, _ := status(t, l.url("http", "/x")); code != 200 {
 		t.Fatalf("all_endpoints with no healthy endpoint: %d", code)
 	}
-	if testutil.ToFloat64(m.noHealthy.WithLabelValues("app", "all_endpoints")) != 1 {
+	if testutil.ToFloat64(m.NoHealthy.WithLabelValues("app", "all_endpoints")) != 1 {
 		t.Error("panic (all_endpoints) not counted")
 	}
 }
@@ -375,7 +370,7 @@ func TestRetryBudgetCapsRetries(t *testing.T) {
 				t.Fatalf("peak %d retries in flight (budget %d), %d attempts for %d requests (cap %d; without a budget %d)",
 					peak.Load(), tc.maxRetries, up.Count(), n, tc.maxTotal, 3*n)
 			}
-			exhausted := testutil.ToFloat64(l.p.metrics.budgetExhausted.WithLabelValues("app"))
+			exhausted := testutil.ToFloat64(l.p.metrics.cluster.BudgetExhausted.WithLabelValues("app"))
 			if exhausted == 0 {
 				t.Fatal("budget exhaustion not counted")
 			}
@@ -438,17 +433,6 @@ func TestKeyedWriteWithBodyIsRetried(t *testing.T) {
 		mu.Unlock()
 		if resp.StatusCode != 200 || len(got) != 2 || got[0] != "payment=42" || got[1] != "payment=42" {
 			t.Fatalf("chunked=%v: status %d, upstream saw %q", chunked, resp.StatusCode, got)
-		}
-	}
-}
-
-func TestBackoffIsJitteredAndBounded(t *testing.T) {
-	for n := 1; n <= 8; n++ {
-		for i := 0; i < 100; i++ {
-			d := backoff(n)
-			if d < 0 || d >= 250*time.Millisecond || d >= 25*time.Millisecond<<min(n-1, 4) {
-				t.Fatalf("backoff(%d) = %s", n, d)
-			}
 		}
 	}
 }

@@ -132,7 +132,7 @@ func TestConnectionsAreReused(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		get(t, http.DefaultClient, l.url("http", "/x"))
 	}
-	st := l.p.Active().clusters["app"].endpoints[0].pool.Stats()
+	st := l.p.Active().clusters["app"].Endpoints()[0].Pool.Stats()
 	if st.Dials != 1 || st.Reuses != 49 {
 		t.Fatalf("dials %d reuses %d, want 1 and 49", st.Dials, st.Reuses)
 	}

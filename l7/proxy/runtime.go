@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/auth"
+	"github.com/rampart-edge/rampart/l7/cluster"
 	"github.com/rampart-edge/rampart/l7/headerrule"
 	"github.com/rampart-edge/rampart/l7/quota"
 	"github.com/rampart-edge/rampart/l7/route"
 	"github.com/rampart-edge/rampart/l7/snapshot"
-	"github.com/rampart-edge/rampart/l7/upstream"
 )
 
 // Runtime is everything the request path needs from one snapshot, built off
@@ -27,7 +26,7 @@ type Runtime struct {
 	quota     *quota.Limiter
 	table     *route.Table
 	routes    []routeRT
-	clusters  map[string]*clusterRT
+	clusters  map[string]*cluster.Cluster
 	slashes   route.SlashPolicy
 	listeners map[string]*listenerRT
 	activated time.Time
@@ -50,7 +49,7 @@ type routeRT struct {
 
 type split struct {
 	cum     int
-	cluster *clusterRT
+	cluster *cluster.Cluster
 }
 
 type listenerRT struct {
@@ -59,7 +58,7 @@ type listenerRT struct {
 }
 
 // pickCluster chooses the revision for one request by weighted random choice.
-func (r *routeRT) pickCluster(roll int) *clusterRT {
+func (r *routeRT) pickCluster(roll int) *cluster.Cluster {
 	for _, s := range r.splits {
 		if roll < s.cum {
 			return s.cluster
@@ -73,69 +72,13 @@ func (r *routeRT) retryable(status int) bool {
 	return i >= 0 && i < 128 && r.retryOn[i/64]&(1<<(i%64)) != 0
 }
 
-// poolKey identifies a connection pool; a pool survives a snapshot swap when
-// its endpoint address and settings are unchanged.
-type poolKey struct {
-	cluster string
-	addr    string
-	cfg     upstream.PoolConfig
-}
-
 // runtimeEnv is what runtimes are built from besides the snapshot: state
 // that outlives a runtime, and the proxy's place.
 type runtimeEnv struct {
-	pools   *pools
-	states  *states
-	metrics *Metrics
-	region  string
-	log     *slog.Logger
-}
-
-// pools owns the upstream connection pools across runtimes.
-type pools struct {
-	mu sync.Mutex
-	m  map[poolKey]*upstream.Pool
-}
-
-func (p *pools) get(k poolKey) *upstream.Pool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[poolKey]*upstream.Pool{}
-	}
-	pl := p.m[k]
-	if pl == nil {
-		pl = upstream.NewPool(k.addr, k.cfg)
-		p.m[k] = pl
-	}
-	return pl
-}
-
-// retain closes every pool that the given runtime does not use.
-func (p *pools) retain(rt *Runtime) {
-	keep := map[*upstream.Pool]bool{}
-	for _, c := range rt.clusters {
-		for _, e := range c.endpoints {
-			keep[e.pool] = true
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, pl := range p.m {
-		if !keep[pl] {
-			pl.Close()
-			delete(p.m, k)
-		}
-	}
-}
-
-func (p *pools) closeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, pl := range p.m {
-		pl.Close()
-		delete(p.m, k)
-	}
+	clusters *cluster.Set
+	metrics  *Metrics
+	region   string
+	log      *slog.Logger
 }
 
 // buildRuntime compiles a verified snapshot into a runtime. It reads the
@@ -151,21 +94,17 @@ func buildRuntime(s *snapshot.Snapshot, env *runtimeEnv, prev *Runtime) (*Runtim
 		Snap:      s,
 		limits:    c.Limits,
 		table:     table,
-		clusters:  make(map[string]*clusterRT, len(c.Clusters)),
 		listeners: make(map[string]*listenerRT, len(c.Listeners)),
 		activated: time.Now(),
 	}
 	if c.Routing.EncodedSlashes == "decode" {
 		rt.slashes = route.DecodeEncodedSlashes
 	}
-	for i := range c.Clusters {
-		cl := &c.Clusters[i]
-		var old *clusterRT
-		if prev != nil {
-			old = prev.clusters[cl.Name]
-		}
-		rt.clusters[cl.Name] = newClusterRT(cl, env, old)
+	var prevClusters map[string]*cluster.Cluster
+	if prev != nil {
+		prevClusters = prev.clusters
 	}
+	rt.clusters = env.clusters.Build(c.Clusters, prevClusters)
 	rt.routes = make([]routeRT, len(c.Routes))
 	for i := range c.Routes {
 		rt.routes[i] = newRouteRT(&c.Routes[i], rt.clusters, env.metrics)
@@ -187,7 +126,7 @@ func buildRuntime(s *snapshot.Snapshot, env *runtimeEnv, prev *Runtime) (*Runtim
 	return rt, nil
 }
 
-func newRouteRT(r *snapshot.Route, clusters map[string]*clusterRT, m *Metrics) routeRT {
+func newRouteRT(r *snapshot.Route, clusters map[string]*cluster.Cluster, m *Metrics) routeRT {
 	rr := routeRT{
 		cfg:       r,
 		timeout:   time.Duration(r.TimeoutMs) * time.Millisecond,

@@ -129,7 +129,7 @@ func TestPathsAreNormalisedBeforeMatching(t *testing.T) {
 	up := startUpstream(t, "app", nil)
 	admin := startUpstream(t, "admin", nil)
 	c := l.config(up.Addr())
-	c.Clusters = append(c.Clusters, cluster("admin", admin.Addr()))
+	c.Clusters = append(c.Clusters, clusterOf("admin", admin.Addr()))
 	c.Routes = []snapshot.Route{getRoute("public", "/public/{rest...}", "app"), getRoute("admin", "/admin/{rest...}", "admin")}
 	l.apply(c)
 	for _, tc := range []struct {
@@ -166,7 +166,7 @@ func TestHostSelection(t *testing.T) {
 	wild := startUpstream(t, "wild", nil)
 	anyh := startUpstream(t, "any", nil)
 	c := l.config()
-	c.Clusters = []snapshot.Cluster{cluster("exact", exact.Addr()), cluster("wild", wild.Addr()), cluster("any", anyh.Addr())}
+	c.Clusters = []snapshot.Cluster{clusterOf("exact", exact.Addr()), clusterOf("wild", wild.Addr()), clusterOf("any", anyh.Addr())}
 	r1, r2, r3 := getRoute("exact", "/x", "exact"), getRoute("wild", "/x", "wild"), getRoute("any", "/x", "any")
 	r1.Host, r2.Host = "api.example.com", "*.example.com"
 	c.Routes = []snapshot.Route{r1, r2, r3}
@@ -193,7 +193,7 @@ func TestCanarySplitWithinTolerance(t *testing.T) {
 	stable := startUpstream(t, "stable", nil)
 	canary := startUpstream(t, "canary", nil)
 	c := l.config()
-	c.Clusters = []snapshot.Cluster{cluster("users", stable.Addr()), cluster("users-canary", canary.Addr())}
+	c.Clusters = []snapshot.Cluster{clusterOf("users", stable.Addr()), clusterOf("users-canary", canary.Addr())}
 	r := getRoute("users", "/u", "users")
 	r.TimeoutMs = 30000 // a liveness bound: one slow exchange on a busy box is not what this test is about
 	r.TrafficSplit = []snapshot.Split{{Revision: "users", Weight: 90}, {Revision: "users-canary", Weight: 10}}
@@ -223,7 +223,7 @@ func TestSmoothWeightedRoundRobin(t *testing.T) {
 	a := startUpstream(t, "a", nil)
 	b := startUpstream(t, "b", nil)
 	c := l.config()
-	cl := cluster("app", a.Addr(), b.Addr())
+	cl := clusterOf("app", a.Addr(), b.Addr())
 	cl.Endpoints[0].Weight = 3
 	c.Clusters = []snapshot.Cluster{cl}
 	c.Routes = []snapshot.Route{getRoute("any", "/x", "app")}

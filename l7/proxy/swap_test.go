@@ -21,7 +21,7 @@ func TestSnapshotSwapUnderLoad(t *testing.T) {
 	v2 := startUpstream(t, "v2", nil)
 	cfg := func(target string) *snapshot.Config {
 		c := l.config()
-		c.Clusters = []snapshot.Cluster{cluster("v1", v1.Addr()), cluster("v2", v2.Addr())}
+		c.Clusters = []snapshot.Cluster{clusterOf("v1", v1.Addr()), clusterOf("v2", v2.Addr())}
 		c.Routes = []snapshot.Route{getRoute("r", "/x", target)}
 		return c
 	}
@@ -96,7 +96,7 @@ func TestInFlightRequestFinishesOnOldSnapshot(t *testing.T) {
 	fresh := startUpstream(t, "new", nil)
 	cfg := func(target string) *snapshot.Config {
 		c := l.config()
-		c.Clusters = []snapshot.Cluster{cluster("old", slow.Addr()), cluster("new", fresh.Addr())}
+		c.Clusters = []snapshot.Cluster{clusterOf("old", slow.Addr()), clusterOf("new", fresh.Addr())}
 		c.Routes = []snapshot.Route{getRoute("r", "/x", target)}
 		return c
 	}

@@ -1,4 +1,4 @@
-package proxy
+package cluster
 
 import (
 	"context"
@@ -42,20 +42,20 @@ type checker struct {
 // sync starts checkers for new (cluster, endpoint) pairs with a health
 // check, updates the settings of running ones, and stops the rest (their
 // endpoints count as healthy again).
-func (cs *checkers) sync(rt *Runtime) {
+func (cs *checkers) sync(clusters map[string]*Cluster) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.m == nil {
 		cs.m = map[checkKey]*checker{}
 	}
 	want := map[checkKey]bool{}
-	for _, c := range rt.clusters {
-		hc := c.cfg.HealthCheck
+	for _, c := range clusters {
+		hc := c.Config.HealthCheck
 		if hc == nil {
 			continue
 		}
 		for _, ep := range c.endpoints {
-			k := checkKey{c.name, ep.addr}
+			k := checkKey{c.Name, ep.Addr}
 			want[k] = true
 			if ck := cs.m[k]; ck != nil {
 				ck.cfg.Store(hc)
@@ -72,7 +72,7 @@ func (cs *checkers) sync(rt *Runtime) {
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			}
 			cs.m[k] = ck
-			cs.metrics.endpointHealthy.WithLabelValues(k.cluster, k.addr).Set(boolGauge(!ep.state.unhealthy.Load()))
+			cs.metrics.EndpointHealthy.WithLabelValues(k.cluster, k.addr).Set(boolGauge(!ep.state.unhealthy.Load()))
 			go ck.run()
 		}
 	}
@@ -80,7 +80,7 @@ func (cs *checkers) sync(rt *Runtime) {
 		if !want[k] {
 			ck.halt()
 			ck.es.unhealthy.Store(false)
-			cs.metrics.endpointHealthy.DeleteLabelValues(k.cluster, k.addr)
+			cs.metrics.EndpointHealthy.DeleteLabelValues(k.cluster, k.addr)
 			delete(cs.m, k)
 		}
 	}
@@ -124,7 +124,7 @@ func (ck *checker) run() {
 		} else {
 			passes, fails = 0, fails+1
 		}
-		ck.m.healthChecks.WithLabelValues(ck.key.cluster, result).Inc()
+		ck.m.HealthChecks.WithLabelValues(ck.key.cluster, result).Inc()
 		unhealthy := ck.es.unhealthy.Load()
 		switch {
 		case unhealthy && passes >= hc.HealthyThreshold:
@@ -152,8 +152,8 @@ func (ck *checker) transition(unhealthy bool) {
 	if unhealthy {
 		to = "unhealthy"
 	}
-	ck.m.healthTransitions.WithLabelValues(ck.key.cluster, to).Inc()
-	ck.m.endpointHealthy.WithLabelValues(ck.key.cluster, ck.key.addr).Set(boolGauge(!unhealthy))
+	ck.m.HealthTransitions.WithLabelValues(ck.key.cluster, to).Inc()
+	ck.m.EndpointHealthy.WithLabelValues(ck.key.cluster, ck.key.addr).Set(boolGauge(!unhealthy))
 	ck.log.Warn("endpoint health changed", "cluster", ck.key.cluster, "endpoint", ck.key.addr, "now", to)
 }
 

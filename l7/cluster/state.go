@@ -1,4 +1,4 @@
-package proxy
+package cluster
 
 import (
 	"log/slog"
@@ -11,10 +11,10 @@ import (
 	"github.com/rampart-edge/rampart/l7/upstream"
 )
 
-// clusterState is what a cluster remembers across snapshot swaps: its
-// breaker and retry-budget counters, its connection limiter, and the state
-// of each endpoint by address.
-type clusterState struct {
+// State is what a cluster remembers across snapshot swaps: its breaker and
+// retry-budget counters, its connection limiter, and the state of each
+// endpoint by address.
+type State struct {
 	name     string
 	metrics  *Metrics
 	log      *slog.Logger
@@ -41,31 +41,22 @@ type endpointState struct {
 	lastEject time.Time // for forgetting old ejections
 }
 
-// states is the registry of cluster states, keyed by cluster name.
-type states struct {
-	metrics *Metrics
-	log     *slog.Logger
-	mu      sync.Mutex
-	m       map[string]*clusterState
-}
-
-func (s *states) cluster(cl *snapshot.Cluster) *clusterState {
+// state returns the named cluster's state, made on first use, with its
+// connection limits set from cl.
+func (s *Set) state(cl *snapshot.Cluster) *State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]*clusterState{}
-	}
-	cs := s.m[cl.Name]
+	cs := s.states[cl.Name]
 	if cs == nil {
-		cs = &clusterState{name: cl.Name, metrics: s.metrics, log: s.log, endpoints: map[string]*endpointState{},
+		cs = &State{name: cl.Name, metrics: s.metrics, log: s.log, endpoints: map[string]*endpointState{},
 			limiter: upstream.NewLimiter(cl.CircuitBreaker.MaxConnections, cl.CircuitBreaker.MaxPending)}
-		s.m[cl.Name] = cs
+		s.states[cl.Name] = cs
 	}
 	cs.limiter.SetLimits(cl.CircuitBreaker.MaxConnections, cl.CircuitBreaker.MaxPending)
 	return cs
 }
 
-func (cs *clusterState) endpoint(addr string) *endpointState {
+func (cs *State) endpoint(addr string) *endpointState {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	es := cs.endpoints[addr]
@@ -76,20 +67,20 @@ func (cs *clusterState) endpoint(addr string) *endpointState {
 	return es
 }
 
-// retain drops the state of clusters and endpoints the runtime no longer
-// has; what is unchanged keeps its state.
-func (s *states) retain(rt *Runtime) {
+// retainStates drops the state of clusters and endpoints that clusters no
+// longer has; what is unchanged keeps its state.
+func (s *Set) retainStates(clusters map[string]*Cluster) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name, cs := range s.m {
-		c := rt.clusters[name]
+	for name, cs := range s.states {
+		c := clusters[name]
 		if c == nil {
-			delete(s.m, name)
+			delete(s.states, name)
 			continue
 		}
 		keep := map[string]bool{}
 		for _, e := range c.endpoints {
-			keep[e.addr] = true
+			keep[e.Addr] = true
 		}
 		cs.mu.Lock()
 		for addr := range cs.endpoints {
@@ -106,25 +97,53 @@ func (es *endpointState) available(now int64) bool {
 	return !es.unhealthy.Load() && es.ejectedAt.Load() <= now
 }
 
-// admitRetry charges a retry to the budget: retries in flight stay at most
+// Admit counts a request against the cluster's circuit breaker
+// (max_requests in flight); false means the breaker is open and nothing
+// was counted. Every true is paired with a Done.
+func (c *Cluster) Admit() bool {
+	if c.state.requests.Add(1) > int64(c.Config.CircuitBreaker.MaxRequests) {
+		c.state.requests.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Done ends a request Admit counted.
+func (c *Cluster) Done() { c.state.requests.Add(-1) }
+
+// InFlight is the cluster's requests in flight, as the breaker counts them.
+func (c *Cluster) InFlight() int64 { return c.state.requests.Load() }
+
+// Pending is the requests waiting for an upstream connection
+// (circuit_breaker.max_pending).
+func (c *Cluster) Pending() int64 { return c.state.limiter.Pending() }
+
+// AdmitRetry charges a retry to the budget: retries in flight stay at most
 // budget_percent of requests in flight, but min_retry_concurrency are
 // always allowed. The caller calls the returned func when the retry ends.
-func (cs *clusterState) admitRetry(b snapshot.RetryBudget) (func(), bool) {
+// A refusal counts in rampart_retry_budget_exhausted_total.
+func (c *Cluster) AdmitRetry() (func(), bool) {
+	cs, b := c.state, c.Config.RetryBudget
 	limit := cs.requests.Load() * int64(b.BudgetPercent) / 100
 	if limit < int64(b.MinRetryConcurrency) {
 		limit = int64(b.MinRetryConcurrency)
 	}
 	if cs.retries.Add(1) > limit {
 		cs.retries.Add(-1)
+		cs.metrics.BudgetExhausted.WithLabelValues(c.Name).Inc()
 		return nil, false
 	}
 	return func() { cs.retries.Add(-1) }, true
 }
 
-// backoff is the wait before retry n (1-based): full jitter over an
+// Backoff is the wait before retry n (1-based): full jitter over an
 // exponential ceiling, 25 ms doubling to at most 250 ms.
-func backoff(n int) time.Duration {
+func Backoff(n int) time.Duration {
 	ceil := 25 * time.Millisecond << min(n-1, 4)
 	ceil = min(ceil, 250*time.Millisecond)
 	return time.Duration(rand.Int64N(int64(ceil)))
 }
+
+// State returns the state the cluster shares with the same-named cluster
+// of earlier and later runtimes.
+func (c *Cluster) State() *State { return c.state }
