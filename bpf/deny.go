@@ -47,6 +47,7 @@ type DenyStats struct {
 	Put, Delete int           // entries written and deleted (edit, swap)
 	Prepare     time.Duration // Go: normalise, sort, split marks, hash, diff
 	Maps        time.Duration // kernel map updates
+	Fill        time.Duration // DenyLoad: kernel fill while the producer ran (not in Maps)
 }
 
 // ReplaceDenyList makes prefixes the deny list. Any order is accepted;
@@ -131,23 +132,29 @@ func (f *Filter) ReplaceDenyListStats(prefixes []netip.Prefix) (DenyStats, error
 	} else {
 		st.Op = "edit"
 	}
-	f.mu.Lock()
-	ctl := f.ctl
-	ctl.DenyGen++
-	ctl.Deny4N, ctl.Deny6N = uint32(len(d.v4)), uint32(d.n6)
-	err = f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
-	if err == nil {
-		f.ctl = ctl
-	}
-	f.mu.Unlock()
-	if err != nil {
-		return st, fmt.Errorf("bpf: bump deny generation: %w", err)
+	if err := f.bumpDenyGen(len(d.v4), d.n6); err != nil {
+		return st, err
 	}
 	if err := f.writeDenyHash(d.sum); err != nil {
 		return st, err
 	}
 	st.Maps = time.Since(mapsAt)
 	return st, nil
+}
+
+// bumpDenyGen bumps the deny generation (invalidating verdicts cached per
+// source) and records the tries' sizes. Call with f.dmu held.
+func (f *Filter) bumpDenyGen(n4, n6 int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ctl := f.ctl
+	ctl.DenyGen++
+	ctl.Deny4N, ctl.Deny6N = uint32(n4), uint32(n6)
+	if err := f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("bpf: bump deny generation: %w", err)
+	}
+	f.ctl = ctl
+	return nil
 }
 
 // denySet is a deny list as trie entries, sorted, with its hash.
@@ -195,39 +202,40 @@ func denyEntries(prefixes []netip.Prefix) (*denySet, error) {
 }
 
 // withSplitMarks adds a SPLIT mark at the /64 of each prefix longer than /64
-// that no prefix of /64 or shorter covers. v6 is sorted (address, length),
-// so the prefixes containing an entry are a stack of the entries before it.
+// that no prefix of /64 or shorter covers (v6 sorted; see splitMarker).
 func withSplitMarks(v6 []e6) []e6 {
-	var marks []e6
-	var stack []e6
+	var s splitMarker
+	out := make([]e6, 0, len(v6)+len(v6)/8)
 	for _, e := range v6 {
-		for len(stack) > 0 && !contains6(stack[len(stack)-1], e) {
-			stack = stack[:len(stack)-1]
-		}
-		stack = append(stack, e)
-		if e.bits <= 64 || stack[0].bits <= 64 && len(stack) > 1 {
-			continue // stack[0] is the shortest prefix containing e
-		}
-		m := e6{hi: e.hi, bits: 64, v: splitMark}
-		if len(marks) == 0 || marks[len(marks)-1] != m {
-			marks = append(marks, m)
-		}
-	}
-	if len(marks) == 0 {
-		return v6
-	}
-	out := make([]e6, 0, len(v6)+len(marks))
-	i, j := 0, 0
-	for i < len(v6) || j < len(marks) {
-		if j == len(marks) || i < len(v6) && cmp6(v6[i], marks[j]) < 0 {
-			out = append(out, v6[i])
-			i++
-		} else {
-			out = append(out, marks[j])
-			j++
-		}
+		out = s.add(out, e)
 	}
 	return out
+}
+
+// splitMarker adds SPLIT marks to IPv6 entries given one by one in sorted
+// order (address, length): the prefixes containing an entry are a stack of
+// the entries before it. A mark, when one is due, is appended right before
+// its entry, which keeps the output sorted: anything between the /64's
+// start and the entry is either in the same /64 and longer (and had the
+// same mark due, already appended) or a /64-or-shorter prefix covering it
+// (then no mark is due).
+type splitMarker struct {
+	stack []e6
+	last  e6 // the last mark appended (bits 64 when there is one)
+}
+
+func (s *splitMarker) add(out []e6, e e6) []e6 {
+	for len(s.stack) > 0 && !contains6(s.stack[len(s.stack)-1], e) {
+		s.stack = s.stack[:len(s.stack)-1]
+	}
+	s.stack = append(s.stack, e)
+	// stack[0] is the shortest prefix containing e
+	if e.bits > 64 && (s.stack[0].bits > 64 || len(s.stack) == 1) {
+		if m := (e6{hi: e.hi, bits: 64, v: splitMark}); s.last != m {
+			out, s.last = append(out, m), m
+		}
+	}
+	return append(out, e)
 }
 
 // contains6 reports whether prefix p contains prefix e (p.bits <= e.bits).

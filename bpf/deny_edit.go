@@ -92,17 +92,8 @@ func (f *Filter) EditDenyList(all, put, del []netip.Prefix) (DenyStats, error) {
 		return st, fmt.Errorf("bpf: IPv6 deny list: %w", err)
 	}
 	st.Put, st.Delete = n4.put+n6a.put, n4.del+n6a.del
-	f.mu.Lock()
-	ctl := f.ctl
-	ctl.DenyGen++
-	ctl.Deny4N, ctl.Deny6N = uint32(len(v4)), uint32(n6)
-	err = f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
-	if err == nil {
-		f.ctl = ctl
-	}
-	f.mu.Unlock()
-	if err != nil {
-		return st, fmt.Errorf("bpf: bump deny generation: %w", err)
+	if err := f.bumpDenyGen(len(v4), n6); err != nil {
+		return st, err
 	}
 	st.Maps = time.Since(mapsAt)
 	t4, t6 := f.deny4, f.deny6

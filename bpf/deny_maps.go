@@ -20,9 +20,13 @@ func plan[E comparable](live *trie[E], es []E, cmpf func(a, b E) int) *editPlan[
 	if live == nil {
 		return nil
 	}
-	limit := len(es)/4 + 4096
+	return diffSorted(live.ents, es, cmpf, len(es)/4+4096)
+}
+
+// diffSorted is what turns sorted a into sorted b: put (new or changed
+// values) and del; nil when that is over limit entries (limit < 0: none).
+func diffSorted[E comparable](a, b []E, cmpf func(a, b E) int, limit int) *editPlan[E] {
 	p := &editPlan[E]{}
-	a, b := live.ents, es
 	i, j := 0, 0
 	for i < len(a) || j < len(b) {
 		c := 0
@@ -47,7 +51,7 @@ func plan[E comparable](live *trie[E], es []E, cmpf func(a, b E) int) *editPlan[
 			}
 			i, j = i+1, j+1
 		}
-		if len(p.put)+len(p.del) > limit {
+		if limit >= 0 && len(p.put)+len(p.del) > limit {
 			return nil
 		}
 	}
@@ -93,7 +97,10 @@ func apply[E comparable, K any](f *Filter, outer *ebpf.Map, live **trie[E], p *e
 	if err != nil {
 		return applied{}, fmt.Errorf("create trie: %w", err)
 	}
-	keys, vals := loadOrder(es, key)
+	// In address order, as es is: on this kernel (6.18) that fills an LPM
+	// trie ~25 % faster than by prefix length (0.72–0.88 s against 1.11–1.16 s
+	// for 850k IPv4 prefixes).
+	keys, vals := keysOf(es, key)
 	if err := fillTrie(inner, keys, vals); err != nil {
 		inner.Close()
 		return applied{}, err
@@ -115,39 +122,6 @@ func keysOf[E any, K any](es []E, key func(E) (K, uint8)) ([]K, []uint8) {
 		keys[i], vals[i] = key(e)
 	}
 	return keys, vals
-}
-
-// loadOrder returns the kernel keys by prefix length, then address: a trie
-// filled short prefixes first loads 2.5× faster than in address order. A
-// counting sort on the length (129 values) keeps the address order.
-func loadOrder[E any, K any](es []E, key func(E) (K, uint8)) ([]K, []uint8) {
-	var count [130]int
-	bits := make([]uint8, len(es))
-	for i, e := range es {
-		k, _ := key(e)
-		bits[i] = prefixLen(k)
-		count[bits[i]+1]++
-	}
-	for i := 1; i < len(count); i++ {
-		count[i] += count[i-1]
-	}
-	keys, vals := make([]K, len(es)), make([]uint8, len(es))
-	for i, e := range es {
-		n := count[bits[i]]
-		count[bits[i]]++
-		keys[n], vals[n] = key(e)
-	}
-	return keys, vals
-}
-
-func prefixLen[K any](k K) uint8 {
-	switch k := any(k).(type) {
-	case [8]byte:
-		return k[0] // native-endian u32 on little-endian hosts; bpfel only
-	case [20]byte:
-		return k[0]
-	}
-	panic("bpf: unknown trie key type")
 }
 
 const batch = 1 << 16
