@@ -39,6 +39,8 @@ type Agent struct {
 	deny  *deny.Watcher
 	ac    *anycastFeed // nil without anycast
 
+	denyStage denyStager // a new deny list streamed into fresh tries (denysync.go)
+
 	kick     chan struct{} // wakes the syncer
 	sockKick chan struct{} // wakes the socket follower
 
@@ -84,7 +86,7 @@ func New(c Config) (*Agent, error) {
 		a.deny = &deny.Watcher{Path: c.DenyFile, StatePath: filepath.Join(c.StateDir, "deny-state.json"),
 			PublicKey: c.PublicKey, Interval: min(deny.DefaultInterval, c.Poll), Logger: c.Logger,
 			OnReject: func(r string) { a.m.denyRejected.WithLabelValues(r).Inc() },
-			OnApply:  func(*deny.List) { a.wake() }}
+			OnApply:  func(*deny.List) { a.wake() }, Parse: a.parseDeny}
 	}
 	if c.Anycast != nil {
 		a.ac = newAnycastFeed(a, *c.Anycast)
@@ -213,6 +215,9 @@ func (a *Agent) detachStale() {
 func (a *Agent) closeFilter() {
 	a.fmu.Lock()
 	defer a.fmu.Unlock()
+	if s := a.denyStage.take(); s != nil {
+		s.load.Abort()
+	}
 	if a.f != nil {
 		_ = a.f.Close()
 		a.f = nil

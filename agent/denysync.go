@@ -3,6 +3,7 @@ package agent
 import (
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rampart-edge/rampart/bpf"
@@ -25,6 +26,105 @@ type denyApply struct {
 	union time.Duration
 }
 
+// denyStage is a whole new channel list whose live CIDRs went into fresh
+// tries while the watcher decoded it (bpf.DenyLoad), waiting for the next
+// sync pass to swap them in (with the snapshot's prefixes) or drop them.
+type denyStage struct {
+	list  *deny.List
+	load  *bpf.DenyLoad
+	cidrs []netip.Prefix // list.CIDRs(at)
+	at    time.Time
+}
+
+// denyStager holds at most one stage; a newer one replaces (and frees) it.
+type denyStager struct {
+	mu sync.Mutex
+	s  *denyStage
+}
+
+func (g *denyStager) put(s *denyStage) {
+	g.mu.Lock()
+	old := g.s
+	g.s = s
+	g.mu.Unlock()
+	if old != nil {
+		old.load.Abort()
+	}
+}
+
+func (g *denyStager) take() *denyStage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.s
+	g.s = nil
+	return s
+}
+
+// denyStreamChunk is how many prefixes the stream hands the load at once.
+const denyStreamChunk = 16384
+
+// denyStream collects the live CIDRs of a list being decoded and feeds
+// them to a DenyLoad, started at the first one.
+type denyStream struct {
+	f    *bpf.Filter
+	at   time.Time
+	now  int64 // at, in unix seconds
+	load *bpf.DenyLoad
+	err  error // from starting the load; then nothing is streamed
+	all  []netip.Prefix
+	sent int
+}
+
+func (s *denyStream) add(p netip.Prefix, exp int64) {
+	if s.err != nil || exp <= s.now {
+		return
+	}
+	if s.load == nil {
+		if s.load, s.err = s.f.StartDenyLoad(); s.err != nil {
+			return
+		}
+	}
+	if s.all = append(s.all, p); len(s.all)-s.sent >= denyStreamChunk {
+		s.flush()
+	}
+}
+
+func (s *denyStream) flush() {
+	if n := len(s.all); n > s.sent {
+		s.load.Add(s.all[s.sent:n:n])
+		s.sent = n
+	}
+}
+
+// parseDeny is the deny watcher's parser. Once this process has deny tries
+// in the kernel, a file decoded in full (a new list rather than a few
+// changes) has its live CIDRs streamed into fresh tries while it is
+// decoded, so the kernel fill overlaps the decoding; the tries are staged
+// for the sync pass, which swaps them in only for the list then in force.
+// A bad file frees them: the old tries stay.
+func (a *Agent) parseDeny(prev *deny.List, data []byte) (*deny.List, error) {
+	f := a.filter()
+	if f == nil || !f.DenyInstalled() { // a first load may adopt pinned tries instead
+		return deny.ParseNext(prev, data, a.c.PublicKey)
+	}
+	s := &denyStream{f: f, at: time.Now(), all: make([]netip.Prefix, 0, prev.Count(deny.KindCIDR)+1024)}
+	s.now = s.at.Unix()
+	l, err := deny.ParseNextStream(prev, data, a.c.PublicKey, s.add)
+	if s.err != nil {
+		a.log.Warn("agent: deny list not streamed into the maps; it is loaded after the parse", "err", s.err)
+	}
+	if s.load == nil {
+		return l, err
+	}
+	s.flush()
+	if err != nil {
+		s.load.Abort()
+		return nil, err
+	}
+	a.denyStage.put(&denyStage{list: l, load: s.load, cidrs: s.all, at: s.at})
+	return l, nil
+}
+
 // syncDeny puts the snapshot's deny CIDRs ∪ the channel's unexpired ones in
 // the maps, when its inputs changed or a channel entry expired.
 func (a *Agent) syncDeny(f *bpf.Filter, act *activeSnap, st *syncState) error {
@@ -33,14 +133,37 @@ func (a *Agent) syncDeny(f *bpf.Filter, act *activeSnap, st *syncState) error {
 		list = a.deny.Current()
 	}
 	now := time.Now()
+	stage := a.denyStage.take()
+	if stage != nil && stage.list != list {
+		stage.load.Abort() // refused after parsing (stale), or superseded
+		stage = nil
+	}
 	in := st.denyFrom
-	if st.haveDeny && in.snap == act.snap.Version && in.list == list && (in.expiry.IsZero() || now.Before(in.expiry)) {
+	if stage == nil && st.haveDeny && in.snap == act.snap.Version && in.list == list && (in.expiry.IsZero() || now.Before(in.expiry)) {
 		return nil
 	}
 	start := time.Now()
 	var d []netip.Prefix
 	var ds bpf.DenyStats
 	var err error
+	// The list in force was streamed into fresh tries while it was decoded:
+	// add the snapshot's prefixes and swap them in, unless a channel CIDR
+	// expired in between (then the stream is stale: the full path).
+	if stage != nil {
+		if next, ok := list.NextCIDRExpiry(stage.at); !ok || now.Before(next) {
+			d = mergeDeny(act.l4.Deny, stage.cidrs)
+			var extra []netip.Prefix
+			for _, p := range act.l4.Deny {
+				if _, found := slices.BinarySearchFunc(stage.cidrs, p, comparePrefix); !found {
+					extra = append(extra, p)
+				}
+			}
+			union := time.Since(start)
+			ds, err = stage.load.Commit(extra)
+			return a.denyDone(st, act, list, d, ds, union, now, err)
+		}
+		stage.load.Abort()
+	}
 	// A list derived from the one in the maps by a few changes (and no
 	// channel CIDR expired since): edit the union and the maps by those.
 	add, del, ok := list.CIDRChanges(in.list, now)
@@ -69,7 +192,8 @@ func (a *Agent) denyDone(st *syncState, act *activeSnap, list *deny.List, d []ne
 	if ds.Op != "unchanged" || !st.haveDeny {
 		a.log.Info("agent: deny list in the maps", "op", ds.Op, "prefixes", len(d), "put", ds.Put, "deleted", ds.Delete,
 			"union", union.Round(time.Millisecond), "prepare", ds.Prepare.Round(time.Millisecond),
-			"maps", ds.Maps.Round(time.Millisecond), "sequence", list.Sequence())
+			"maps", ds.Maps.Round(time.Millisecond), "fill_while_parsing", ds.Fill.Round(time.Millisecond),
+			"sequence", list.Sequence())
 		st.denyAt = now
 	}
 	st.haveDeny, st.deny, st.denySeq = true, d, list.Sequence()

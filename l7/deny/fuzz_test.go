@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -55,7 +57,8 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzDecodeList: the list decoder never panics, and what it accepts is
-// JSON with the same entries, which Build would encode to the same bytes.
+// JSON with the same entries, which Build would encode to the same bytes;
+// the CIDRs it streams are the list's CIDRs, in order.
 func FuzzDecodeList(f *testing.F) {
 	exp := `"expires_at":"2030-01-02T04:04:05Z"`
 	for _, s := range []string{
@@ -67,11 +70,19 @@ func FuzzDecodeList(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		l, err := decodeList(b)
+		var streamed []netip.Prefix
+		l, err := decodeList(b, func(p netip.Prefix, exp int64) {
+			if exp > 0 {
+				streamed = append(streamed, p)
+			}
+		})
 		if err != nil {
 			return
 		}
 		checkListAgainstJSON(t, b, l)
+		if want := l.CIDRs(time.Unix(0, 0)); !slices.Equal(streamed, want) {
+			t.Fatalf("streamed CIDRs %v, the list's are %v", streamed, want)
+		}
 	})
 }
 

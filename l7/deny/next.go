@@ -25,7 +25,24 @@ import (
 // were validated when prev was parsed; each decoded new record is checked
 // against the record before it, so the order rule holds across the seams.
 func ParseNext(prev *List, data []byte, pub ed25519.PublicKey) (*List, error) {
-	return parse(prev, data, pub)
+	return parse(prev, data, pub, nil)
+}
+
+// CIDRFunc is given a list's CIDR entries as ParseNextStream decodes the
+// whole list: each prefix in CIDRs' order (IPv4 then IPv6, by address then
+// length), with its expiry in unix seconds (live while now < expires).
+type CIDRFunc func(p netip.Prefix, expires int64)
+
+// ParseNextStream is ParseNext that, when it decodes the whole list (a
+// first list, or one that differs from prev in many records), also gives
+// each CIDR entry to fn while it decodes, so a consumer can start on a
+// million prefixes before the last one is read: the agent fills fresh XDP
+// tries this way. fn sees entries before the file is known to be good; it
+// must keep what it builds unused until ParseNextStream returns a list
+// (and drop it on an error). On the incremental path fn is not called: the
+// list's CIDRChanges say what changed.
+func ParseNextStream(prev *List, data []byte, pub ed25519.PublicKey, fn CIDRFunc) (*List, error) {
+	return parse(prev, data, pub, fn)
 }
 
 const recStart = `{"kind":"`

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -149,6 +150,65 @@ func TestParseNext(t *testing.T) {
 	}
 }
 
+// TestParseNextStream: a whole new list streams exactly its CIDRs (IPv4
+// then IPv6, in order, with their expiries) and gives the list Parse
+// gives; a few changes take the incremental path and stream nothing; a
+// bad file fails as Parse does, whatever was streamed.
+func TestParseNextStream(t *testing.T) {
+	priv, pub := testKey(1)
+	rng := rand.New(rand.NewPCG(21, 22))
+	base := mixedEntries(rng, 20_000)
+	prev, err := Parse(mustBuild(t, base, 1, priv), pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		p   netip.Prefix
+		exp int64
+	}
+	var streamed []got
+	fn := func(p netip.Prefix, exp int64) { streamed = append(streamed, got{p, exp}) }
+	other := mixedEntries(rng, 20_000)
+	other[3].ExpiresAt = t0.Add(time.Minute) // expired at tc: streamed too
+	tc := t0.Add(2 * time.Minute)
+	data := mustBuild(t, other, 2, priv)
+	want, err := Parse(data, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ParseNextStream(prev, data, pub, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffLists(want, l); d != "" {
+		t.Fatalf("ParseNextStream differs from Parse: %s", d)
+	}
+	var live []netip.Prefix
+	for _, g := range streamed {
+		if tc.Unix() < g.exp {
+			live = append(live, g.p)
+		}
+	}
+	if len(streamed) != want.Count(KindCIDR) || !slices.Equal(live, want.CIDRs(tc)) || len(live) == len(streamed) {
+		t.Fatalf("streamed %d CIDRs (%d live), the list has %d (%d live)", len(streamed), len(live), want.Count(KindCIDR), len(want.CIDRs(tc)))
+	}
+	// Two entries added: incremental, nothing streamed.
+	streamed = nil
+	next := mustBuild(t, append(slices.Clone(other), mixedEntries(rng, 2)...), 3, priv)
+	if l2, err := ParseNextStream(l, next, pub, fn); err != nil || len(streamed) != 0 || l2.base == nil {
+		t.Fatalf("a 2-entry change: %v, %d streamed, incremental %v", err, len(streamed), l2 != nil && l2.base != nil)
+	}
+	// A bad record late in the list: refused like Parse, after streaming.
+	streamed = nil
+	raw := string(want.raw)
+	i := strings.LastIndex(raw, `{"kind":"cidr"`)
+	bad := resign(raw[:i]+`{"kind":"cidr","value":"1.2.3.4/8","expires_at":"2030-01-02T04:04:05Z"},`+raw[i:], 4)
+	_, perr := Parse(bad, pub)
+	if _, err := ParseNextStream(prev, bad, pub, fn); err == nil || perr == nil || err.Error() != perr.Error() || len(streamed) == 0 {
+		t.Fatalf("bad file: ParseNextStream %v (%d streamed), Parse %v", err, len(streamed), perr)
+	}
+}
+
 func minus(a, b []netip.Prefix) []netip.Prefix {
 	in := map[netip.Prefix]bool{}
 	for _, p := range b {
@@ -192,7 +252,7 @@ func FuzzParseNext(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		prev := prevs[int(which)%len(prevs)]
-		want, err := decodeList(b)
+		want, err := decodeList(b, nil)
 		got := decodeNext(prev, b)
 		if err != nil {
 			if got != nil {

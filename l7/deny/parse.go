@@ -16,10 +16,10 @@ import (
 // Parse verifies a deny file against a public key and indexes it. It
 // accepts only the canonical encoding Build writes (see the package doc).
 func Parse(data []byte, pub ed25519.PublicKey) (*List, error) {
-	return parse(nil, data, pub)
+	return parse(nil, data, pub, nil)
 }
 
-func parse(prev *List, data []byte, pub ed25519.PublicKey) (*List, error) {
+func parse(prev *List, data []byte, pub ed25519.PublicKey, fn CIDRFunc) (*List, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("%w: %d bytes is over the %d limit", ErrMalformed, len(data), MaxFileBytes)
 	}
@@ -111,7 +111,7 @@ func parse(prev *List, data []byte, pub ed25519.PublicKey) (*List, error) {
 		l = <-next
 	}
 	if l == nil {
-		if l, err = decodeList(list); err != nil {
+		if l, err = decodeList(list, fn); err != nil {
 			return nil, err
 		}
 	}
@@ -120,8 +120,9 @@ func parse(prev *List, data []byte, pub ed25519.PublicKey) (*List, error) {
 	return l, nil
 }
 
-// decodeList parses the canonical list bytes and indexes the entries.
-func decodeList(b []byte) (*List, error) {
+// decodeList parses the canonical list bytes and indexes the entries,
+// giving each CIDR entry to fn (if not nil) once it is validated.
+func decodeList(b []byte, fn CIDRFunc) (*List, error) {
 	s := scanner{b: b}
 	var bl builder
 	bl.init(b)
@@ -213,6 +214,9 @@ func decodeList(b []byte) (*List, error) {
 			return invalid(fmt.Errorf("not after %s %q: entries must be sorted, without duplicates", prev.kind, prev.value))
 		}
 		bl.add(&cur, ri)
+		if fn != nil && cur.kind == KindCIDR {
+			fn(cur.pfx, cur.exp)
+		}
 		prev = cur
 	}
 	if !s.lit("}") || s.i != len(s.b) {

@@ -41,6 +41,10 @@ type Watcher struct {
 	Logger    *slog.Logger
 	OnReject  func(reason string) // read, malformed, digest, signature, invalid, stale
 	OnApply   func(*List)
+	// Parse reads a file that would replace prev; default ParseNext with
+	// PublicKey. The agent's streams a whole new list's CIDRs into fresh
+	// XDP tries (ParseNextStream).
+	Parse func(prev *List, data []byte) (*List, error)
 
 	cur      atomic.Pointer[List]
 	rejected atomic.Uint64
@@ -63,6 +67,13 @@ func (w *Watcher) Current() *List {
 // Rejected counts files and states refused so far.
 func (w *Watcher) Rejected() uint64 { return w.rejected.Load() }
 
+func (w *Watcher) parse(data []byte) (*List, error) {
+	if w.Parse != nil {
+		return w.Parse(w.Current(), data)
+	}
+	return ParseNext(w.Current(), data, w.PublicKey)
+}
+
 func (w *Watcher) log() *slog.Logger {
 	if w.Logger == nil {
 		return slog.Default()
@@ -84,7 +95,7 @@ func (w *Watcher) LoadState() error {
 		w.reject(w.StatePath, "read", err)
 		return fmt.Errorf("read deny state: %w", err)
 	}
-	l, err := ParseNext(w.Current(), data, w.PublicKey)
+	l, err := w.parse(data)
 	if err != nil {
 		w.reject(w.StatePath, reasonOf(err), err)
 		return fmt.Errorf("deny state %s: %w", w.StatePath, err)
@@ -158,7 +169,7 @@ func (w *Watcher) poll() {
 		return // read again only because of the racy window: unchanged
 	}
 	w.last = data
-	l, err := ParseNext(w.Current(), data, w.PublicKey)
+	l, err := w.parse(data)
 	if err != nil {
 		w.reject(w.Path, reasonOf(err), err)
 		return
