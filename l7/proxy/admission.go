@@ -5,15 +5,15 @@ import (
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/rampart-edge/rampart/l7/stage"
 )
 
-// Whose fault a failed request is, for rampart_request_errors_total: a
-// gateway fault (load shed, internal) is the proxy's; an upstream fault
-// (5xx, unreachable, no healthy endpoint, breaker) is the service's.
+// Whose fault a failed request is (see stage.FaultGateway).
 const (
-	faultGateway  = "gateway"
-	faultUpstream = "upstream"
-	faultClient   = "client"
+	faultGateway  = stage.FaultGateway
+	faultUpstream = stage.FaultUpstream
+	faultClient   = stage.FaultClient
 )
 
 const (
@@ -69,20 +69,19 @@ func (f *forwarding) release() {
 	}
 }
 
-// recordFault counts a failed request by whose fault it was.
-func (f *forwarding) recordFault() {
-	st := f.log.Status
+// recordFault counts a failed request of a route by whose fault it was
+// (when no stage said: the client's for 4xx, the upstream's for 5xx).
+func (p *Proxy) recordFault(route string, st int, fault string) {
 	if st < 400 {
 		return
 	}
-	fault := f.fault
 	if fault == "" {
 		fault = faultClient
 		if st >= 500 {
 			fault = faultUpstream
 		}
 	}
-	f.p.metrics.faults.WithLabelValues(f.rr.cfg.ID, fault).Inc()
+	p.metrics.faults.WithLabelValues(route, fault).Inc()
 }
 
 // shed refuses the request at once.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/cluster"
+	"github.com/rampart-edge/rampart/l7/stage"
 	"github.com/rampart-edge/rampart/l7/upstream"
 )
 
@@ -32,6 +33,29 @@ const (
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// forwardStage is the last stage of every route's chain: it sends the
+// request upstream (admission, the request body, an endpoint pick per
+// attempt within the exchange's Regions, retries) and streams the answer
+// back. It always replies.
+type forwardStage struct {
+	p  *Proxy
+	rr *routeRT
+}
+
+func (*forwardStage) Name() string { return "forward" }
+
+func (s *forwardStage) Serve(x *stage.Exchange) stage.Verdict {
+	f := forwarding{p: s.p, w: x.W, r: x.R, rr: s.rr, cl: x.Cluster, regions: x.Regions, path: x.Path, query: x.Query,
+		reqID: x.Log.ReqID, deadline: x.Log.Start.Add(s.rr.timeout), maxBody: -1, log: x.Log}
+	if l := x.Listener; l != nil {
+		f.maxBody = l.MaxBodyBytes
+		f.tunnelIdle = time.Duration(l.TunnelIdleTimeoutMs) * time.Millisecond
+	}
+	f.run()
+	x.Fault, x.Abort = f.fault, f.abort
+	return stage.Replied
+}
+
 // forwarding is one request's trip upstream, with its retries.
 type forwarding struct {
 	p            *Proxy
@@ -39,6 +63,7 @@ type forwarding struct {
 	r            *http.Request
 	rr           *routeRT
 	cl           *cluster.Cluster
+	regions      cluster.Filter // the endpoints a pick may choose (nil: any)
 	path         string
 	query        string
 	reqID        string
@@ -76,7 +101,6 @@ const (
 )
 
 func (f *forwarding) run() {
-	defer f.recordFault()
 	f.preset.note(f.w.Header())
 	f.upgrade = upgradeProtocol(f.r)
 	if !f.admit() {
@@ -89,7 +113,7 @@ func (f *forwarding) run() {
 	var prev *cluster.Endpoint
 	staleUsed := false
 	for f.attempt = 1; ; {
-		ep, panicked := f.cl.Pick(prev, nil)
+		ep, panicked := f.cl.Pick(prev, f.regions)
 		if panicked {
 			f.p.metrics.cluster.NoHealthy.WithLabelValues(f.cl.Name, f.cl.Config.PanicMode).Inc()
 		}
@@ -446,7 +470,7 @@ func (f *forwarding) fail(code int, msg string) {
 	if retryAfter != "" {
 		f.w.Header().Set("Retry-After", retryAfter)
 	}
-	writeError(f.w, code, msg, f.reqID)
+	stage.WriteError(f.w, code, msg, f.reqID)
 }
 
 // presetKeys are the response header keys set before the proxy ran (by a

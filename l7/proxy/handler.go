@@ -12,6 +12,7 @@ import (
 
 	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/route"
+	"github.com/rampart-edge/rampart/l7/stage"
 )
 
 // entry serves requests arriving on one named listener.
@@ -20,65 +21,73 @@ type entry struct {
 	listener string
 }
 
+// exchange is one request's state on the proxy's side, in one allocation:
+// the stages' Exchange, its access log line and its route match.
+type exchange struct {
+	x   stage.Exchange
+	log accesslog.Entry
+	m   route.Match
+}
+
+// ServeHTTP is the request path: the screen chain (before routing), the
+// checks every protocol shares, route match and the traffic split's roll
+// of a revision, then the route's chain (its policy stages, then
+// forward), the route's metrics and the access log line.
 func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := e.p
 	start := time.Now()
 	dropConnectionListed(r.Header) // before anything reads or adds a field
 	rt := p.active.Load()
-	reqID := requestID(r.Header.Get("X-Request-Id"))
+	ex := &exchange{}
+	log, x := &ex.log, &ex.x
 	_, query, _ := splitTarget(r)
-	log := accesslog.Entry{Start: start, ReqID: reqID, Remote: r.RemoteAddr, Method: r.Method, Host: r.Host, Proto: r.Proto, Query: query, Req: r}
+	*log = accesslog.Entry{Start: start, ReqID: requestID(r.Header.Get("X-Request-Id")), Remote: r.RemoteAddr,
+		Method: r.Method, Host: r.Host, Proto: r.Proto, Query: query, Req: r}
+	x.W, x.R, x.Log = w, r, log
 	span := p.tracer.Start(r.Header, start) // continues or starts the trace; sets traceparent for the upstream
 	log.TraceID = span.TraceID()
-	defer p.endSpan(&span, &log)
+	defer p.endSpan(&span, log)
 	if rt == nil {
-		p.reply(w, &log, http.StatusServiceUnavailable, "no active snapshot")
+		p.reply(w, log, http.StatusServiceUnavailable, "no active snapshot")
 		return
 	}
-	if !p.screen(w, r, rt, &log) {
+	if !rt.screen.Run(x) {
+		p.replied(log)
 		return
 	}
 	ct, reason, msg := checkRequest(r, rt.slashes)
 	if reason != "" {
 		log.Path = r.URL.EscapedPath()
-		p.badRequest(w, &log, reason, msg)
+		p.badRequest(w, log, reason, msg)
 		return
 	}
-	path, query, host := ct.path, ct.query, ct.host
-	log.Path = path
-	var m route.Match
-	rt.table.Lookup(host, r.Method, path, &m)
+	log.Path = ct.path
+	m := &ex.m
+	rt.table.Lookup(ct.host, r.Method, ct.path, m)
 	switch m.Status {
 	case http.StatusNotFound:
-		p.reply(w, &log, http.StatusNotFound, "no route")
+		p.reply(w, log, http.StatusNotFound, "no route")
 		return
 	case http.StatusMethodNotAllowed:
-		w.Header().Set("Allow", rt.table.Allow(host, path))
-		p.reply(w, &log, http.StatusMethodNotAllowed, "method not allowed")
+		w.Header().Set("Allow", rt.table.Allow(ct.host, ct.path))
+		p.reply(w, log, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 	rr := &rt.routes[m.Route]
 	cl := rr.pickCluster(rand.IntN(100))
 	log.Route, log.Revision = rr.cfg.ID, cl.Name
-
-	var maxBody int64 = -1
-	var tunnelIdle time.Duration
+	x.Route, x.Match, x.Cluster = rr.cfg, m, cl
+	x.Path, x.Query, x.Host = ct.path, ct.query, ct.host
 	if lr := rt.listeners[e.listener]; lr != nil {
-		maxBody = lr.cfg.MaxBodyBytes
-		tunnelIdle = time.Duration(lr.cfg.TunnelIdleTimeoutMs) * time.Millisecond
+		x.Listener = &lr.cfg
 	}
-	fw := forwarding{p: p, w: w, r: r, rr: rr, cl: cl, path: path, query: query, reqID: reqID,
-		deadline: start.Add(rr.timeout), maxBody: maxBody, tunnelIdle: tunnelIdle, log: &log}
-	if fw.authorize(&m, rt) {
-		fw.run()
-	} else {
-		fw.recordFault()
-	}
+	rr.chain.Run(x)
+	p.recordFault(rr.cfg.ID, log.Status, x.Fault)
 	dur := time.Since(start)
 	rr.stats.observe(cl.Name, log.Status, dur.Seconds())
 	log.Dur = dur
-	p.accessLog.Write(&log)
-	if fw.abort {
+	p.accessLog.Write(log)
+	if x.Abort {
 		// The response was cut short after its head went out: reset the
 		// client stream rather than end it as if it were complete.
 		panic(http.ErrAbortHandler)
@@ -88,19 +97,16 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reply answers a request that never reached a route or an upstream.
 func (p *Proxy) reply(w http.ResponseWriter, log *accesslog.Entry, code int, msg string) {
 	log.Status = code
-	log.Dur = time.Since(log.Start)
-	p.metrics.unmatched.WithLabelValues(strconv.Itoa(code)).Inc()
-	writeError(w, code, msg, log.ReqID)
-	p.accessLog.Write(log)
+	stage.WriteError(w, code, msg, log.ReqID)
+	p.replied(log)
 }
 
-func writeError(w http.ResponseWriter, code int, msg, reqID string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Request-Id", reqID)
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_, _ = w.Write([]byte(strconv.Itoa(code) + " " + http.StatusText(code) + ": " + msg + " (request id " + reqID + ")\n"))
+// replied counts and logs a request answered without a route (by reply
+// or by the screen chain).
+func (p *Proxy) replied(log *accesslog.Entry) {
+	log.Dur = time.Since(log.Start)
+	p.metrics.unmatched.WithLabelValues(strconv.Itoa(log.Status)).Inc()
+	p.accessLog.Write(log)
 }
 
 // splitTarget returns the escaped path and raw query of the request target:

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rampart-edge/rampart/l7/cluster"
+	"github.com/rampart-edge/rampart/l7/stage"
 )
 
 // Metrics are the proxy's Prometheus series, registered on their own registry.
@@ -30,14 +31,13 @@ type Metrics struct {
 
 	shed         *prometheus.CounterVec
 	faults       *prometheus.CounterVec
-	authFailures *prometheus.CounterVec
-	denied       *prometheus.CounterVec
 	denyRejected *prometheus.CounterVec
 	denySequence prometheus.Gauge
 	denyEntries  prometheus.Gauge
 	quota        *prometheus.CounterVec
 
 	cluster *cluster.Metrics
+	stage   *stage.Metrics
 
 	mu     sync.Mutex
 	routes map[string]*routeStats // by route id, kept across snapshot swaps
@@ -93,12 +93,6 @@ func NewMetrics() *Metrics {
 		faults: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_request_errors_total", Help: "Failed requests by route and whose fault: gateway (shed, internal), upstream (5xx, unreachable, no healthy endpoint), client (4xx, 499).",
 		}, []string{"route", "fault"}),
-		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_auth_failures_total", Help: "Requests refused by authentication or scope checks, by auth policy and reason.",
-		}, []string{"policy", "reason"}),
-		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_denied_total", Help: "Requests refused by the fast deny channel, by what matched (cidr, identity).",
-		}, []string{"match"}),
 		denyRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_deny_list_rejected_total", Help: "Deny list files refused, by reason.",
 		}, []string{"reason"}),
@@ -117,9 +111,10 @@ func NewMetrics() *Metrics {
 		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.badRequests,
 		m.bodyTimeouts, m.tunnelIdle,
 		m.shed, m.faults,
-		m.authFailures, m.denied, m.denyRejected, m.denySequence, m.denyEntries, m.quota,
+		m.denyRejected, m.denySequence, m.denyEntries, m.quota,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.cluster = cluster.NewMetrics(m.Registry)
+	m.stage = stage.NewMetrics(m.Registry)
 	return m
 }
 

@@ -188,7 +188,7 @@ func TestAPIKeysAndTheDenyChannel(t *testing.T) {
 	if r := do(t, l.url("http", "/open"), nil); r.StatusCode != 200 {
 		t.Fatalf("after the list was emptied: %d", r.StatusCode)
 	}
-	if testutil.ToFloat64(l.p.metrics.denied.WithLabelValues("cidr")) != 1 || testutil.ToFloat64(l.p.metrics.denied.WithLabelValues("identity")) != 2 {
+	if testutil.ToFloat64(l.p.metrics.stage.Denied.WithLabelValues("cidr")) != 1 || testutil.ToFloat64(l.p.metrics.stage.Denied.WithLabelValues("identity")) != 2 {
 		t.Error("denies not counted")
 	}
 }

@@ -102,7 +102,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	if prev != nil && !prev.Snap.Version.Less(s.Version) {
 		return fmt.Errorf("%w: %s is active, got %s", ErrStale, prev.Snap.Version, s.Version)
 	}
-	rt, err := buildRuntime(s, &runtimeEnv{clusters: p.clusters, metrics: p.metrics, region: p.region, log: p.errLog}, prev)
+	rt, err := buildRuntime(s, &runtimeEnv{proxy: p, clusters: p.clusters, metrics: p.metrics, deny: &p.denyList, region: p.region, log: p.errLog}, prev)
 	if err != nil {
 		return err
 	}

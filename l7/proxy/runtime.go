@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/auth"
 	"github.com/rampart-edge/rampart/l7/cluster"
+	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/headerrule"
 	"github.com/rampart-edge/rampart/l7/quota"
 	"github.com/rampart-edge/rampart/l7/route"
 	"github.com/rampart-edge/rampart/l7/snapshot"
+	"github.com/rampart-edge/rampart/l7/stage"
 )
 
 // Runtime is everything the request path needs from one snapshot, built off
@@ -21,10 +24,10 @@ import (
 type Runtime struct {
 	Snap      *snapshot.Snapshot
 	limits    snapshot.Limits
-	identity  identityKeys
 	auth      *auth.Set
 	quota     *quota.Limiter
 	table     *route.Table
+	screen    stage.Chain // before routing: the deny screen
 	routes    []routeRT
 	clusters  map[string]*cluster.Cluster
 	slashes   route.SlashPolicy
@@ -33,18 +36,18 @@ type Runtime struct {
 }
 
 type routeRT struct {
-	cfg        *snapshot.Route
-	limits     *snapshot.Limits
-	auth       *auth.Policy      // nil: the route does not authenticate
-	quotaParts []string          // the quota policy's key parts; nil: no quota
-	headers    *headerrule.Rules // nil: no header rules
-	timeout    time.Duration
-	splits     []split // cumulative weights out of 100
-	maxTries   int
-	retryOn    [2]uint64 // bitset of statuses 400..527 that may be retried
-	idemKey    string    // header whose presence makes a write retryable
-	safeRetry  bool      // read route or idempotency: safe
-	stats      *routeStats
+	cfg       *snapshot.Route
+	limits    *snapshot.Limits
+	chain     stage.Chain // the route's stages, ending with fwd
+	fwd       forwardStage
+	headers   *headerrule.Rules // nil: no header rules (forward applies the response half)
+	timeout   time.Duration
+	splits    []split // cumulative weights out of 100
+	maxTries  int
+	retryOn   [2]uint64 // bitset of statuses 400..527 that may be retried
+	idemKey   string    // header whose presence makes a write retryable
+	safeRetry bool      // read route or idempotency: safe
+	stats     *routeStats
 }
 
 type split struct {
@@ -75,8 +78,10 @@ func (r *routeRT) retryable(status int) bool {
 // runtimeEnv is what runtimes are built from besides the snapshot: state
 // that outlives a runtime, and the proxy's place.
 type runtimeEnv struct {
+	proxy    *Proxy
 	clusters *cluster.Set
 	metrics  *Metrics
+	deny     *atomic.Pointer[deny.List]
 	region   string
 	log      *slog.Logger
 }
