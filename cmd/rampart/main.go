@@ -18,6 +18,8 @@ Usage:
   rampart snapshot verify     check a snapshot file; print its version and digest
   rampart deny build          sign a YAML list of revocations into a deny file
   rampart deny verify         check a deny file; print its sequence, digest and counts
+  rampart regionstate build   sign a YAML region state (health, served config, replica lag, writers) into a region-state file
+  rampart regionstate verify  check a region-state file; print its version, age and signals
   rampart agent     [flags]   node agent: XDP, sk_lookup steering, VIPs, anycast (rampart agent teardown: detach everything)
   rampart anycast status -addr ADDR   sessions, VIPs, inputs and guard of a node agent
   rampart keygen    [flags]   make an Ed25519 key pair for signing snapshots
@@ -32,15 +34,16 @@ func main() {
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) error{
-		"up":       cmdUp,
-		"proxy":    cmdProxy,
-		"snapshot": cmdSnapshot,
-		"keygen":   cmdKeygen,
-		"deny":     cmdDeny,
-		"control":  cmdControl,
-		"anycast":  cmdAnycast,
-		"agent":    cmdAgent,
-		"get":      cmdGet,
+		"up":          cmdUp,
+		"proxy":       cmdProxy,
+		"snapshot":    cmdSnapshot,
+		"keygen":      cmdKeygen,
+		"deny":        cmdDeny,
+		"regionstate": cmdRegionState,
+		"control":     cmdControl,
+		"anycast":     cmdAnycast,
+		"agent":       cmdAgent,
+		"get":         cmdGet,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	if name == "-h" || name == "--help" || name == "help" {

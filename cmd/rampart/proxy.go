@@ -16,6 +16,7 @@ import (
 
 	"github.com/rampart-edge/rampart/l7/daemon"
 	"github.com/rampart-edge/rampart/l7/proxy"
+	"github.com/rampart-edge/rampart/l7/regionwatch"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -33,6 +34,8 @@ func cmdProxy(args []string) error {
 	region := fs.String("region", "", "this node's region: same-region endpoints are preferred")
 	handoffSock := fs.String("handoff-socket", "", "unix socket where the node agent fetches the listening sockets (e.g. /run/rampart/handoff.sock)")
 	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second (default with -control-url: <state-dir>/deny.json)")
+	regionState := fs.String("region-state", "", "signed region-state document (rampart regionstate build) watched and applied within a second; none: every regional signal unknown")
+	regionStateMaxAge := fs.Duration("region-state-max-age", regionwatch.DefaultMaxAge, "a region-state document older than this (by its creation time) counts as absent (1s..24h)")
 	node := addNodeFlags(fs)
 	var overrides repeated
 	fs.Var(&overrides, "listen-override", "NAME=ADDR: listen on ADDR instead of the snapshot's address for listener NAME, on this node only (repeatable)")
@@ -62,7 +65,8 @@ func cmdProxy(args []string) error {
 	var client nodeClient
 	return daemon.Run(ctx, daemon.Config{ListenOverrides: listen, ControlStatus: client.status,
 		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin, Pprof: *pprofOn,
-		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile, HandoffSocket: *handoffSock, Logger: newLogger(),
+		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile,
+		RegionStateFile: *regionState, RegionStateMaxAge: *regionStateMaxAge, HandoffSocket: *handoffSock, Logger: newLogger(),
 		Started: func(p *proxy.Proxy, a net.Addr) {
 			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion)
 			if withControl {

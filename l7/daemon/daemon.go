@@ -17,6 +17,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/handoff"
 	"github.com/rampart-edge/rampart/l7/proxy"
+	"github.com/rampart-edge/rampart/l7/regionwatch"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 )
 
@@ -45,6 +46,13 @@ type Config struct {
 	// within a second ("" disables it); the last good list is kept in
 	// StateDir and used at start.
 	DenyFile string
+	// RegionStateFile is the signed region-state document (rampart
+	// regionstate build), watched and applied within a second ("" : none,
+	// every regional signal unknown); the last good one is kept in
+	// StateDir as region-state.json and used at start. RegionStateMaxAge
+	// bounds its age (default 30 s; regionwatch.MinMaxAge..MaxMaxAge).
+	RegionStateFile   string
+	RegionStateMaxAge time.Duration
 	// ListenOverrides replaces the address of the snapshot's listener of
 	// that name on this node only (several nodes on one host, a port per
 	// node); /status shows both and the bound address.
@@ -69,7 +77,26 @@ func Run(ctx context.Context, c Config) error {
 	if len(c.PublicKey) != ed25519.PublicKeySize {
 		return errors.New("a snapshot public key is required")
 	}
+	var rs *regionwatch.Watcher
+	if c.RegionStateFile != "" {
+		rc := regionwatch.Config{Path: c.RegionStateFile, PublicKey: c.PublicKey, MaxAge: c.RegionStateMaxAge, Logger: log}
+		if c.StateDir != "" {
+			rc.StatePath = filepath.Join(c.StateDir, "region-state.json")
+		}
+		var err error
+		if rs, err = regionwatch.New(rc); err != nil {
+			return err
+		}
+		if err := rs.LoadState(); err != nil {
+			log.Error("region state not used", "err", err)
+		}
+	}
 	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region})
+	if rs != nil {
+		if err := rs.Register(p.Metrics().Registry); err != nil {
+			return fmt.Errorf("region-state metrics: %w", err)
+		}
+	}
 	ov := &overrides{to: c.ListenOverrides}
 	for name, addr := range c.ListenOverrides {
 		log.Info("listener address overridden on this node", "listener", name, "address", addr)
@@ -87,7 +114,7 @@ func Run(ctx context.Context, c Config) error {
 		shutdown(p, time.Second)
 		return fmt.Errorf("admin listener on %s: %w", c.AdminAddr, err)
 	}
-	status := func() Status { return nodeStatus(p, w, ov, c.ControlStatus) }
+	status := func() Status { return nodeStatus(p, w, ov, rs, c.ControlStatus) }
 	handler := adminHandler(p, status)
 	if c.Pprof {
 		handler = proxy.WithPprof(handler)
@@ -109,6 +136,12 @@ func Run(ctx context.Context, c Config) error {
 		go func() { defer close(denyDone); _ = dw.Run(wctx) }()
 	} else {
 		close(denyDone)
+	}
+	regionDone := make(chan struct{})
+	if rs != nil {
+		go func() { defer close(regionDone); _ = rs.Run(wctx) }()
+	} else {
+		close(regionDone)
 	}
 	handoffDone := make(chan struct{})
 	if c.HandoffSocket != "" {
@@ -144,6 +177,7 @@ func Run(ctx context.Context, c Config) error {
 	stopWatch()
 	<-watchDone
 	<-denyDone
+	<-regionDone
 	<-handoffDone
 	p.MarkDraining()
 	if c.UnreadyDelay > 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/proxy"
+	"github.com/rampart-edge/rampart/l7/regionwatch"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -23,6 +24,9 @@ type Status struct {
 	Listeners   []ListenerStatus `json:"listeners"`
 	LastRefusal *RefusalStatus   `json:"last_refusal,omitempty"`
 	Control     any              `json:"control,omitempty"` // Config.ControlStatus
+	// RegionState is the region-state document in force and whether it is
+	// fresh (absent without -region-state).
+	RegionState *regionwatch.Status `json:"region_state,omitempty"`
 }
 
 // ListenerStatus is one listener of the active snapshot on this node.
@@ -44,7 +48,7 @@ type RefusalStatus struct {
 	At      time.Time `json:"at"`
 }
 
-func nodeStatus(p *proxy.Proxy, w *snapdir.Watcher, ov *overrides, control func() any) Status {
+func nodeStatus(p *proxy.Proxy, w *snapdir.Watcher, ov *overrides, rs *regionwatch.Watcher, control func() any) Status {
 	st := Status{Status: p.Status(), Listeners: []ListenerStatus{}}
 	if rt := p.Active(); rt != nil {
 		for _, l := range rt.Snap.Config.Listeners {
@@ -60,6 +64,10 @@ func nodeStatus(p *proxy.Proxy, w *snapdir.Watcher, ov *overrides, control func(
 	}
 	if r := w.LastRefusal(); r != nil {
 		st.LastRefusal = &RefusalStatus{Version: r.Version.String(), Reason: r.Reason, Error: r.Error, File: r.File, At: r.At}
+	}
+	if rs != nil {
+		rst := rs.Status()
+		st.RegionState = &rst
 	}
 	if control != nil {
 		st.Control = control()

@@ -28,7 +28,7 @@ import (
 const (
 	DefaultMaxAge   = 30 * time.Second
 	MinMaxAge       = time.Second
-	MaxMaxAge       = time.Hour
+	MaxMaxAge       = 24 * time.Hour
 	DefaultInterval = 250 * time.Millisecond // also the longest allowed
 )
 

@@ -113,10 +113,10 @@ func TestApplyOrderAndRefusals(t *testing.T) {
 	if _, fresh := r.w.Current(); !fresh {
 		t.Fatal("a document created now is not fresh")
 	}
-	persisted, err := os.ReadFile(r.state)
-	if err != nil || !bytes.Equal(persisted, first) {
-		t.Fatalf("the applied document is not persisted: %v", err)
-	}
+	waitFor(t, "1.5 persisted", func() bool {
+		persisted, err := os.ReadFile(r.state)
+		return err == nil && bytes.Equal(persisted, first)
+	})
 
 	// A bad file is kept out and counted.
 	r.write(t, []byte("{not a document}\n"))
@@ -241,7 +241,7 @@ func TestConfigBounds(t *testing.T) {
 		{PublicKey: pub},
 		{Path: "x"},
 		{Path: "x", PublicKey: pub, MaxAge: time.Millisecond},
-		{Path: "x", PublicKey: pub, MaxAge: 2 * time.Hour},
+		{Path: "x", PublicKey: pub, MaxAge: 25 * time.Hour},
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("New(%+v) accepted", c)
