@@ -16,6 +16,7 @@ Usage:
   rampart control submit|diff|rollout|revisions|fleet|deny|nodes   operator commands against a control plane (rampart control -h)
   rampart snapshot build      validate, compile and sign a YAML config into a snapshot file
   rampart snapshot verify     check a snapshot file; print its version and digest
+  rampart route check         run a table of requests through the routes and the regional policy (-config, -region-state, -cases)
   rampart deny build          sign a YAML list of revocations into a deny file
   rampart deny verify         check a deny file; print its sequence, digest and counts
   rampart regionstate build   sign a YAML region state (health, served config, replica lag, writers) into a region-state file
@@ -44,6 +45,7 @@ func main() {
 		"anycast":     cmdAnycast,
 		"agent":       cmdAgent,
 		"get":         cmdGet,
+		"route":       cmdRoute,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	if name == "-h" || name == "--help" || name == "help" {
