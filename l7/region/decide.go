@@ -38,7 +38,7 @@ func (v *View) Decide(rule *Rule, in *Input, out *Decision) {
 		out.fail(RegionNotAllowed)
 		return
 	}
-	if v.state.IsZero() || in.Now > v.validUntil {
+	if !v.fresh(in.Now) {
 		out.fail(StateUnknown)
 		return
 	}
@@ -50,6 +50,13 @@ func (v *View) Decide(rule *Rule, in *Input, out *Decision) {
 	if out.Reason.OK() {
 		v.applyHint(in, out)
 	}
+}
+
+// fresh reports whether the view's state may be used at now: there is one,
+// and its creation time is within region_state_max_age_ms of now (either
+// way: a producer clock far ahead counts as stale too).
+func (v *View) fresh(now int64) bool {
+	return !v.state.IsZero() && now <= v.validUntil && now >= v.created-v.p.stateMaxAge
 }
 
 // applyHint narrows the candidates to the hinted region when it is one of

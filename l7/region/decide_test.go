@@ -78,6 +78,8 @@ func TestDecideScenarios(t *testing.T) {
 		{name: "no state", tenant: "acme", route: "get-account", state: func(*regionstate.State) *regionstate.State { return nil }, reason: StateUnknown},
 		{name: "stale state", tenant: "acme", route: "get-account",
 			state: func(s *regionstate.State) *regionstate.State { s.Created = t0.Add(-30001 * time.Millisecond); return s }, reason: StateUnknown},
+		{name: "state from the future", tenant: "acme", route: "get-account",
+			state: func(s *regionstate.State) *regionstate.State { s.Created = t0.Add(30001 * time.Millisecond); return s }, reason: StateUnknown},
 		{name: "fixed read hint tries to widen", tenant: "acme", route: "get-account", hint: "us-east", reason: HintIgnored, target: "eu-west", targets: "eu-west"},
 		{name: "fixed read hint unknown region", tenant: "acme", route: "get-account", hint: "mars", reason: HintIgnored, target: "eu-west", targets: "eu-west"},
 		{name: "fixed read hint the only candidate", tenant: "acme", route: "get-account", hint: "eu-west", reason: OKPrimary, target: "eu-west", targets: "eu-west"},

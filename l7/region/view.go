@@ -95,7 +95,7 @@ func (t *Tracker) View(p *Policy, s *regionstate.State) *View {
 	if s != nil {
 		v.state, v.created = s.Version, s.Created.UnixNano()
 		v.validUntil = v.created + p.stateMaxAge
-		fresh = now <= v.validUntil
+		fresh = v.fresh(now)
 		v.fill(s)
 	}
 	t.mu.Lock()
