@@ -151,7 +151,7 @@ func TestStalledH1BodiesReleaseEverySlot(t *testing.T) {
 	eventually(t, 60*time.Second, "every stalled request admitted or timed out", func() bool {
 		s := l.slots()
 		peak.Store(max(peak.Load(), s.breaker))
-		return s.breaker+int64(testutil.ToFloat64(l.p.metrics.bodyTimeouts.WithLabelValues("http1"))) >= stalled
+		return s.breaker+int64(testutil.ToFloat64(l.p.metrics.listener.BodyTimeouts.WithLabelValues("http1"))) >= stalled
 	})
 	before := l.slots()
 	normalPosts(t, l.h1(), l.url("http", "/up/ok"), 20)
@@ -184,7 +184,7 @@ func TestStalledH1BodiesReleaseEverySlot(t *testing.T) {
 	if got408.Load() != stalled {
 		t.Fatalf("%d stalled requests got 408 and a close, %d something else", got408.Load(), other.Load())
 	}
-	if n := testutil.ToFloat64(l.p.metrics.bodyTimeouts.WithLabelValues("http1")); n != stalled {
+	if n := testutil.ToFloat64(l.p.metrics.listener.BodyTimeouts.WithLabelValues("http1")); n != stalled {
 		t.Errorf("rampart_request_body_timeouts_total{http1} = %v, want %d", n, stalled)
 	}
 	if n := testutil.ToFloat64(l.p.metrics.requests.WithLabelValues("up", "app", "408")); n != stalled {
@@ -222,7 +222,7 @@ func TestStalledBodyOnRefusedRequestIsAnsweredAndClosed(t *testing.T) {
 			t.Fatalf("%s: connection not closed after the drain budget: %v", tc.path, err)
 		}
 	}
-	if n := testutil.ToFloat64(l.p.metrics.bodyTimeouts.WithLabelValues("http1")); n != 2 {
+	if n := testutil.ToFloat64(l.p.metrics.listener.BodyTimeouts.WithLabelValues("http1")); n != 2 {
 		t.Errorf("rampart_request_body_timeouts_total{http1} = %v, want 2", n)
 	}
 }
@@ -322,7 +322,7 @@ func TestStalledH2BodiesReleaseEverySlot(t *testing.T) {
 	if got408 != stalled {
 		t.Fatalf("%d stalled streams got 408, %d something else", got408, other)
 	}
-	if n := testutil.ToFloat64(l.p.metrics.bodyTimeouts.WithLabelValues("h2")); n != stalled {
+	if n := testutil.ToFloat64(l.p.metrics.listener.BodyTimeouts.WithLabelValues("h2")); n != stalled {
 		t.Errorf("rampart_request_body_timeouts_total{h2} = %v, want %d", n, stalled)
 	}
 	t.Logf("after the timeout: %+v", after)
@@ -341,7 +341,7 @@ func TestStalledH3BodiesReleaseEverySlot(t *testing.T) {
 	if got408+other != stalled || got408 == 0 {
 		t.Fatalf("%d stalled streams got 408, %d ended otherwise", got408, other)
 	}
-	if n := testutil.ToFloat64(l.p.metrics.bodyTimeouts.WithLabelValues("h3")); n != stalled {
+	if n := testutil.ToFloat64(l.p.metrics.listener.BodyTimeouts.WithLabelValues("h3")); n != stalled {
 		t.Errorf("rampart_request_body_timeouts_total{h3} = %v, want %d", n, stalled)
 	}
 	normalPosts(t, c, l.url("https", "/up/ok"), 5)

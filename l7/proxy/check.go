@@ -2,7 +2,8 @@ package proxy
 
 import (
 	"net/http"
-	"strings"
+	"strconv"
+	"time"
 
 	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/route"
@@ -80,41 +81,18 @@ func checkRequest(r *http.Request, slashes route.SlashPolicy) (c checkedTarget, 
 
 func isOWS(c byte) bool { return c == ' ' || c == '\t' }
 
+// refused counts a request a protocol server refused before any handler
+// ran (h1's parser, x/net's own 431/400) and writes its access log line,
+// as an error within the access log's error budget, so refusals of every
+// protocol are seen the same way.
+func (p *Proxy) refused(remote, proto string, status int, reason, detail string) {
+	p.metrics.badRequests.WithLabelValues(strconv.Itoa(status), reason).Inc()
+	p.accessLog.Write(&accesslog.Entry{Start: time.Now(), ReqID: requestID(""), Remote: remote, Proto: proto,
+		Status: status, Err: detail})
+}
+
 // badRequest answers a request checkRequest refused.
 func (p *Proxy) badRequest(w http.ResponseWriter, log *accesslog.Entry, reason, msg string) {
 	p.metrics.badRequests.WithLabelValues("400", reason).Inc()
 	p.reply(w, log, http.StatusBadRequest, msg)
-}
-
-// parserReason names, for rampart_bad_requests_total{reason}, why the
-// HTTP/1.1 parser refused a request, from its status and message (the
-// message may quote the offending bytes, so it is never a label itself).
-func parserReason(status int, msg string) string {
-	switch status {
-	case http.StatusRequestHeaderFieldsTooLarge:
-		return "head_too_large"
-	case http.StatusHTTPVersionNotSupported:
-		return "version"
-	case http.StatusExpectationFailed:
-		return "expect"
-	case http.StatusNotImplemented:
-		return "transfer_encoding"
-	case http.StatusRequestTimeout:
-		return "timeout"
-	}
-	switch {
-	case strings.HasPrefix(msg, "malformed request line"):
-		return "request_line"
-	case strings.HasPrefix(msg, "invalid method"):
-		return badMethod
-	case strings.Contains(msg, "request target"), strings.Contains(msg, "in path"), strings.HasPrefix(msg, "asterisk-form"):
-		return badTarget
-	case strings.Contains(msg, "Host field"):
-		return badHost
-	case strings.Contains(msg, "Content-Length"), strings.Contains(msg, "Transfer-Encoding"):
-		return "framing"
-	case strings.Contains(msg, "header"), strings.Contains(msg, "line folding"), strings.Contains(msg, "in the value of"):
-		return badHeader
-	}
-	return "malformed"
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/cluster"
+	"github.com/rampart-edge/rampart/l7/listener"
 	"github.com/rampart-edge/rampart/l7/stage"
 	"github.com/rampart-edge/rampart/l7/upstream"
 )
@@ -390,7 +391,7 @@ func (f *forwarding) bodyFailed(err error) {
 	switch {
 	case errors.As(err, &tooBig):
 		f.fail(http.StatusRequestEntityTooLarge, "request body over the listener's max_body_bytes")
-	case isBodyTimeout(err):
+	case listener.IsBodyTimeout(err):
 		f.fail(http.StatusRequestTimeout, "request body not received within the listener's request_body_timeout_ms")
 		f.log.Err = "client body: " + err.Error()
 	default:

@@ -87,7 +87,7 @@ func TestHTTP2RapidResetClosesConnection(t *testing.T) {
 		t.Fatal("connection survived 5000 rapid resets")
 	}
 	eventually(t, 10*time.Second, "the abuse counter", func() bool {
-		return testutil.ToFloat64(l.p.metrics.h2Abuse.WithLabelValues("resets")) == 1
+		return testutil.ToFloat64(l.p.metrics.listener.H2Abuse.WithLabelValues("resets")) == 1
 	})
 	// Normal clients are unaffected.
 	if code, _, _ := get(t, l.h2(), l.url("https", "/x")); code != 200 {
@@ -125,7 +125,7 @@ func TestHTTP2ResetsUnderTheLimitAreFine(t *testing.T) {
 		t.Fatalf("connection closed after 20 resets: %v", err)
 	}
 	resp.Body.Close()
-	if n := testutil.ToFloat64(l.p.metrics.h2Abuse.WithLabelValues("resets")); n != 0 {
+	if n := testutil.ToFloat64(l.p.metrics.listener.H2Abuse.WithLabelValues("resets")); n != 0 {
 		t.Fatalf("abuse counted: %v", n)
 	}
 }
@@ -141,6 +141,6 @@ func TestHTTP2ContinuationFloodClosesConnection(t *testing.T) {
 		t.Fatalf("continuation flood: %v", err)
 	}
 	eventually(t, 10*time.Second, "the abuse counter", func() bool {
-		return testutil.ToFloat64(l.p.metrics.h2Abuse.WithLabelValues("continuation")) == 1
+		return testutil.ToFloat64(l.p.metrics.listener.H2Abuse.WithLabelValues("continuation")) == 1
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
+	"github.com/rampart-edge/rampart/l7/listener"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -96,14 +97,14 @@ func TestH3RoundTrip(t *testing.T) {
 	if n := testutil.ToFloat64(m.requests.WithLabelValues("users", "app", "200")); n != 1 {
 		t.Errorf("rampart_requests_total{users,app,200} = %v", n)
 	}
-	if n := testutil.ToFloat64(m.connAccepted.WithLabelValues("https", "h3")); n != 1 {
+	if n := testutil.ToFloat64(m.listener.ConnAccepted.WithLabelValues("https", "h3")); n != 1 {
 		t.Errorf("rampart_connections_accepted_total{https,h3} = %v", n)
 	}
 	// The receive buffer gauge is exported for the h3 listener only.
 	if n, err := testutil.GatherAndCount(m.Registry, "rampart_h3_udp_receive_buffer_bytes"); err != nil || n != 1 {
 		t.Errorf("rampart_h3_udp_receive_buffer_bytes series: %d, %v", n, err)
 	}
-	if v := l.p.listeners["https"].h3.rcvBuf; v <= 0 {
+	if v := l.p.listeners["https"].H3ReceiveBuffer(); v <= 0 {
 		t.Errorf("receive buffer %d", v)
 	} else {
 		t.Logf("UDP receive buffer (SO_RCVBUF as reported): %d bytes", v)
@@ -115,7 +116,7 @@ func TestH3UDPBufferReadBackAndWarning(t *testing.T) {
 	logs := &logSink{}
 	l.p.errLog = slog.New(slog.NewTextHandler(logs, nil))
 	l.apply(l.h3Config())
-	got := l.p.listeners["https"].h3.rcvBuf
+	got := l.p.listeners["https"].H3ReceiveBuffer()
 	granted := got
 	if runtime.GOOS == "linux" {
 		granted /= 2
@@ -133,9 +134,9 @@ func TestH3UDPBufferReadBackAndWarning(t *testing.T) {
 		}
 	}
 	warned := strings.Contains(logs.String(), "net.core.rmem_max")
-	t.Logf("SO_RCVBUF %d (granted %d of %d asked), warned: %v", got, granted, h3SocketBuffer, warned)
-	if warned != (granted < h3SocketBuffer) {
-		t.Errorf("warning %v for %d granted of %d asked; logs:\n%s", warned, granted, h3SocketBuffer, logs.String())
+	t.Logf("SO_RCVBUF %d (granted %d of %d asked), warned: %v", got, granted, listener.H3SocketBuffer, warned)
+	if warned != (granted < listener.H3SocketBuffer) {
+		t.Errorf("warning %v for %d granted of %d asked; logs:\n%s", warned, granted, listener.H3SocketBuffer, logs.String())
 	}
 }
 
@@ -261,12 +262,12 @@ func TestH3LimitsFromListenerConfig(t *testing.T) {
 	if _, err := l.h3Refused().Get(l.url("https", "/x")); err == nil {
 		t.Error("second connection admitted over max_connections 1")
 	}
-	if n := testutil.ToFloat64(l.p.metrics.connRejected.WithLabelValues("https", "max_connections")); n < 1 {
+	if n := testutil.ToFloat64(l.p.metrics.listener.ConnRejected.WithLabelValues("https", "max_connections")); n < 1 {
 		t.Errorf("rejected max_connections = %v", n)
 	}
 	_ = first.Transport.(*http3.Transport).Close()
 	eventually(t, 30*time.Second, "the first connection to be released", func() bool {
-		return l.p.listeners["https"].h3.conns.Load() == 0
+		return l.p.listeners["https"].H3Conns() == 0
 	})
 	if code, _, _ := h3Get(t, l.h3Client(), l.url("https", "/x")); code != 200 {
 		t.Errorf("after the first connection closed: %d", code)
@@ -344,7 +345,7 @@ func TestH3FollowsSnapshotSwaps(t *testing.T) {
 	// Off and on again while a request is in flight: the request finishes
 	// on the draining server, and the server listens again on the socket
 	// it still holds.
-	h3 := l.p.listeners["https"].h3
+	h3 := l.p.listeners["https"].H3Socket()
 	slow := make(chan string, 1)
 	go func() {
 		resp, err := l.h3Client().Get(l.url("https", "/slow"))
@@ -359,7 +360,7 @@ func TestH3FollowsSnapshotSwaps(t *testing.T) {
 	<-started
 	l.apply(withoutH3())
 	l.apply(withH3())
-	if l.p.listeners["https"].h3 != h3 {
+	if l.p.listeners["https"].H3Socket() != h3 {
 		t.Error("h3 on again while draining bound a new socket")
 	}
 	if code, _, _ := h3Get(t, l.h3Client(), l.url("https", "/x")); code != 200 {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rampart-edge/rampart/l7/cluster"
+	"github.com/rampart-edge/rampart/l7/listener"
 	"github.com/rampart-edge/rampart/l7/stage"
 )
 
@@ -22,11 +23,7 @@ type Metrics struct {
 	unmatched      *prometheus.CounterVec
 	snapRejected   *prometheus.CounterVec
 	snapSwaps      prometheus.Counter
-	connRejected   *prometheus.CounterVec
-	connAccepted   *prometheus.CounterVec
-	h2Abuse        *prometheus.CounterVec
 	badRequests    *prometheus.CounterVec
-	bodyTimeouts   *prometheus.CounterVec
 	tunnelIdle     prometheus.Counter
 
 	shed         *prometheus.CounterVec
@@ -36,8 +33,9 @@ type Metrics struct {
 	denyEntries  prometheus.Gauge
 	quota        *prometheus.CounterVec
 
-	cluster *cluster.Metrics
-	stage   *stage.Metrics
+	cluster  *cluster.Metrics
+	stage    *stage.Metrics
+	listener *listener.Metrics
 
 	mu     sync.Mutex
 	routes map[string]*routeStats // by route id, kept across snapshot swaps
@@ -69,21 +67,9 @@ func NewMetrics() *Metrics {
 		snapSwaps: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rampart_snapshot_swaps_total", Help: "Snapshots activated.",
 		}),
-		connRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_connections_rejected_total", Help: "Client connections closed at accept or handshake, by listener and reason.",
-		}, []string{"listener", "reason"}),
-		connAccepted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_connections_accepted_total", Help: "Client connections accepted, by listener and protocol.",
-		}, []string{"listener", "protocol"}),
-		h2Abuse: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_h2_connections_closed_total", Help: "HTTP/2 connections closed for abuse, by reason (resets, continuation).",
-		}, []string{"reason"}),
 		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_bad_requests_total", Help: "Requests refused as malformed, by status and reason: by the HTTP/1.1 parser (400, 417, 431, 501, 505) or by the checks every protocol shares (400: method, header, host, target, path, query).",
 		}, []string{"code", "reason"}),
-		bodyTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_request_body_timeouts_total", Help: "Requests whose body stalled past the listener's request_body_timeout_ms (or, on http1, an unread body not drained within 1 s after the response), by protocol.",
-		}, []string{"protocol"}),
 		tunnelIdle: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rampart_websocket_tunnels_idle_closed_total", Help: "WebSocket tunnels closed because no byte went either way for the listener's tunnel_idle_timeout_ms.",
 		}),
@@ -108,13 +94,14 @@ func NewMetrics() *Metrics {
 		routes: map[string]*routeStats{},
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.upstreamTries, m.unmatched,
-		m.snapRejected, m.snapSwaps, m.connRejected, m.connAccepted, m.h2Abuse, m.badRequests,
-		m.bodyTimeouts, m.tunnelIdle,
+		m.snapRejected, m.snapSwaps, m.badRequests,
+		m.tunnelIdle,
 		m.shed, m.faults,
 		m.denyRejected, m.denySequence, m.denyEntries, m.quota,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.cluster = cluster.NewMetrics(m.Registry)
 	m.stage = stage.NewMetrics(m.Registry)
+	m.listener = listener.NewMetrics(m.Registry)
 	return m
 }
 

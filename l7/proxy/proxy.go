@@ -5,12 +5,14 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/cluster"
 	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/listener"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -48,7 +51,7 @@ type Proxy struct {
 	stdErrorLog *log.Logger
 
 	mu        sync.Mutex // serialises Apply and Shutdown
-	listeners map[string]*listener
+	listeners map[string]*listener.Listener
 	stopped   bool
 	draining  atomic.Bool
 
@@ -68,7 +71,7 @@ func New(o Options) *Proxy {
 		lg = slog.Default()
 	}
 	m := NewMetrics()
-	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener{}, region: o.Region,
+	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener.Listener{}, region: o.Region,
 		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	p.clusters = cluster.NewSet(m.cluster, lg, o.Region)
 	p.accessLog = accesslog.New(o.AccessLog, m.Registry)
@@ -107,15 +110,15 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 		return err
 	}
 	// Open new listeners first: a bind failure rejects the snapshot.
-	opened := map[string]*listener{}
+	opened := map[string]*listener.Listener{}
 	for _, lc := range s.Config.Listeners {
-		if old := p.listeners[lc.Name]; old != nil && old.address == lc.Address {
+		if old := p.listeners[lc.Name]; old != nil && old.Address() == lc.Address {
 			continue
 		}
-		l, err := p.listen(lc)
+		l, err := listener.Listen(lc, p.listenerEnv())
 		if err != nil {
 			for _, o := range opened {
-				o.close(context.Background())
+				o.Close(context.Background())
 			}
 			rt.closePolicies()
 			return err
@@ -129,7 +132,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	}
 	p.metrics.snapSwaps.Inc()
 	p.configureTelemetry(s.Config.Telemetry)
-	var retired []*listener
+	var retired []*listener.Listener
 	for _, lc := range s.Config.Listeners {
 		if l := opened[lc.Name]; l != nil {
 			if old := p.listeners[lc.Name]; old != nil {
@@ -138,7 +141,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 			p.listeners[lc.Name] = l
 			continue
 		}
-		if err := p.listeners[lc.Name].update(lc); err != nil {
+		if err := p.listeners[lc.Name].Update(lc); err != nil {
 			p.errLog.Error("listener settings not updated", "listener", lc.Name, "err", err)
 		}
 	}
@@ -150,15 +153,41 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	}
 	for _, l := range retired {
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), listener.DrainTimeout)
 			defer cancel()
-			l.close(ctx)
+			l.Close(ctx)
 		}()
 	}
 	p.clusters.Retain(rt.clusters)
 	p.errLog.Info("snapshot active", "version", s.Version.String(), "sha256", s.DigestHex(),
 		"routes", len(s.Config.Routes), "clusters", len(s.Config.Clusters))
 	return nil
+}
+
+// listenerEnv is what the proxy's listeners serve with (read when one is
+// opened).
+func (p *Proxy) listenerEnv() *listener.Env {
+	return &listener.Env{
+		Handler:     func(name string) http.Handler { return &entry{p: p, listener: name} },
+		Certificate: p.certificate,
+		Refused:     p.refused,
+		Metrics:     p.metrics.listener,
+		Log:         p.errLog,
+		ErrorLog:    p.stdErrorLog,
+	}
+}
+
+// certificate picks a listener's certificate from the active snapshot.
+func (p *Proxy) certificate(name string, hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	rt := p.active.Load()
+	if rt == nil {
+		return nil, errors.New("no active snapshot")
+	}
+	lr := rt.listeners[name]
+	if lr == nil || lr.certs == nil {
+		return nil, fmt.Errorf("listener %q has no certificates in snapshot %s", name, rt.Snap.Version)
+	}
+	return lr.certs.Get(hello.ServerName), nil
 }
 
 // ListenerAddr returns the bound address of a listener by name (useful when
@@ -211,12 +240,12 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.stopped = true
 	p.draining.Store(true)
 	ls := p.listeners
-	p.listeners = map[string]*listener{}
+	p.listeners = map[string]*listener.Listener{}
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, l := range ls {
 		wg.Add(1)
-		go func() { defer wg.Done(); l.close(ctx) }()
+		go func() { defer wg.Done(); l.Close(ctx) }()
 	}
 	wg.Wait()
 	p.tunnels.closeAll()

@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +10,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/cluster"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/headerrule"
+	"github.com/rampart-edge/rampart/l7/listener"
 	"github.com/rampart-edge/rampart/l7/quota"
 	"github.com/rampart-edge/rampart/l7/route"
 	"github.com/rampart-edge/rampart/l7/snapshot"
@@ -57,7 +55,7 @@ type split struct {
 
 type listenerRT struct {
 	cfg   snapshot.Listener
-	certs *certStore
+	certs *listener.Certs
 }
 
 // pickCluster chooses the revision for one request by weighted random choice.
@@ -121,7 +119,7 @@ func buildRuntime(s *snapshot.Snapshot, env *runtimeEnv, prev *Runtime) (*Runtim
 	for _, l := range c.Listeners {
 		lr := &listenerRT{cfg: l}
 		if l.TLS != nil {
-			if lr.certs, err = loadCerts(l.TLS.Certificates); err != nil {
+			if lr.certs, err = listener.LoadCerts(l.TLS.Certificates); err != nil {
 				rt.closePolicies()
 				return nil, fmt.Errorf("listener %q: %w", l.Name, err)
 			}
@@ -157,53 +155,4 @@ func newRouteRT(r *snapshot.Route, clusters map[string]*cluster.Cluster, m *Metr
 		}
 	}
 	return rr
-}
-
-// certStore selects a certificate by SNI: exact name, then the wildcard
-// covering the first label, then the first certificate configured.
-type certStore struct {
-	exact map[string]*tls.Certificate
-	def   *tls.Certificate
-}
-
-func loadCerts(cs []snapshot.Certificate) (*certStore, error) {
-	st := &certStore{exact: map[string]*tls.Certificate{}}
-	for _, c := range cs {
-		crt, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load certificate %s: %w", c.CertFile, err)
-		}
-		leaf, err := x509.ParseCertificate(crt.Certificate[0])
-		if err != nil {
-			return nil, fmt.Errorf("parse certificate %s: %w", c.CertFile, err)
-		}
-		crt.Leaf = leaf
-		names := c.ServerNames
-		if len(names) == 0 {
-			names = leaf.DNSNames
-		}
-		for _, n := range names {
-			n = strings.ToLower(n)
-			if _, dup := st.exact[n]; !dup {
-				st.exact[n] = &crt
-			}
-		}
-		if st.def == nil {
-			st.def = &crt
-		}
-	}
-	return st, nil
-}
-
-func (s *certStore) get(sni string) *tls.Certificate {
-	sni = strings.ToLower(strings.TrimSuffix(sni, "."))
-	if c := s.exact[sni]; c != nil {
-		return c
-	}
-	if i := strings.IndexByte(sni, '.'); i > 0 {
-		if c := s.exact["*"+sni[i:]]; c != nil {
-			return c
-		}
-	}
-	return s.def
 }

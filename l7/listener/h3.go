@@ -1,8 +1,8 @@
-package proxy
+package listener
 
 // HTTP/3: a TLS listener whose protocols include h3 also serves QUIC on a UDP
 // socket bound to the same ip:port, with the same certificates and the same
-// request path (entry) as its TCP side.
+// request path (Env.Handler) as its TCP side.
 
 import (
 	"bytes"
@@ -29,10 +29,10 @@ import (
 )
 
 const (
-	// h3SocketBuffer is the receive and send buffer asked for the UDP
+	// H3SocketBuffer is the receive and send buffer asked for the UDP
 	// socket, as quic-go advises
 	// (https://github.com/quic-go/quic-go/wiki/UDP-Buffer-Sizes).
-	h3SocketBuffer = 7<<20 + 512<<10 // 7.5 MiB
+	H3SocketBuffer = 7<<20 + 512<<10 // 7.5 MiB
 	// Flow-control windows for request bodies, as on HTTP/2.
 	h3StreamWindow = 256 << 10
 	h3ConnWindow   = 1 << 20
@@ -53,7 +53,7 @@ func wantsH3(cfg snapshot.Listener) bool {
 // drains, and then releases the socket; switched on again before that, it
 // listens again on the same socket.
 type h3server struct {
-	l      *listener
+	l      *Listener
 	udp    *net.UDPConn
 	tr     *quic.Transport
 	tls    *tls.Config
@@ -86,7 +86,7 @@ func h3Key(cfg snapshot.Listener) string {
 
 // setH3 starts, updates or stops the listener's HTTP/3 server to match cfg.
 // It is called with the proxy's mutex held (from listen and update).
-func (l *listener) setH3(cfg snapshot.Listener) error {
+func (l *Listener) setH3(cfg snapshot.Listener) error {
 	if !wantsH3(cfg) {
 		if l.h3 != nil {
 			l.h3.stop()
@@ -110,7 +110,7 @@ func (l *listener) setH3(cfg snapshot.Listener) error {
 
 // closeH3 closes the listener's HTTP/3 server in the background; the
 // returned channel is closed when it is done.
-func (l *listener) closeH3(ctx context.Context) <-chan struct{} {
+func (l *Listener) closeH3(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	h := l.h3
 	go func() {
@@ -124,7 +124,7 @@ func (l *listener) closeH3(ctx context.Context) <-chan struct{} {
 
 // startH3 binds a UDP socket on the listener's bound address (so a
 // configured port 0 gets the TCP side's port) and serves HTTP/3 on it.
-func startH3(l *listener, cfg snapshot.Listener) (*h3server, error) {
+func startH3(l *Listener, cfg snapshot.Listener) (*h3server, error) {
 	addr := l.ln.Addr().String()
 	var lc net.ListenConfig
 	pc, err := lc.ListenPacket(context.Background(), "udp", addr)
@@ -135,8 +135,8 @@ func startH3(l *listener, cfg snapshot.Listener) (*h3server, error) {
 	// Errors here only mean a smaller buffer; what was granted is read back
 	// below, after quic-go (which retries with SO_RCVBUFFORCE when it has
 	// CAP_NET_ADMIN and the size is under its own 7 MiB wish) had its turn.
-	_ = udp.SetReadBuffer(h3SocketBuffer)
-	_ = udp.SetWriteBuffer(h3SocketBuffer)
+	_ = udp.SetReadBuffer(H3SocketBuffer)
+	_ = udp.SetWriteBuffer(H3SocketBuffer)
 	h := &h3server{l: l, udp: udp, gens: map[*h3gen]struct{}{}}
 	h.tr = &quic.Transport{Conn: udp, ConnContext: h.admit}
 	h.tls = http3.ConfigureTLSConfig(&tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: l.certificate})
@@ -149,7 +149,7 @@ func startH3(l *listener, cfg snapshot.Listener) (*h3server, error) {
 		return nil, fmt.Errorf("listener %q: h3: %w", cfg.Name, err)
 	}
 	h.checkBuffers()
-	h3metrics(l.p).set(h)
+	l.env.Metrics.h3.set(h)
 	return h, nil
 }
 
@@ -169,11 +169,11 @@ func (h *h3server) newGen(cfg snapshot.Listener) *h3gen {
 		quic:     qc,
 		maxConns: int64(cfg.MaxConnections),
 		srv: &http3.Server{
-			Handler: withBodyTimeout(h3Bodyless{&entry{p: h.l.p, listener: cfg.Name}},
-				time.Duration(cfg.RequestBodyTimeoutMs)*time.Millisecond, h.l.p.metrics.bodyTimeouts.WithLabelValues("h3")),
+			Handler: withBodyTimeout(h3Bodyless{h.l.env.Handler(cfg.Name)},
+				time.Duration(cfg.RequestBodyTimeoutMs)*time.Millisecond, h.l.env.Metrics.BodyTimeouts.WithLabelValues("h3")),
 			MaxHeaderBytes: cfg.MaxHeaderBytes,
 			IdleTimeout:    idle,
-			Logger:         h.l.p.errLog,
+			Logger:         h.l.env.Log,
 		},
 	}
 }
@@ -198,7 +198,7 @@ func (h *h3server) listen() error {
 func (h *h3server) admit(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
 	if h.conns.Add(1) > h.cur.Load().maxConns {
 		h.conns.Add(-1)
-		h.l.p.metrics.connRejected.WithLabelValues(h.l.name, "max_connections").Inc()
+		h.l.env.Metrics.ConnRejected.WithLabelValues(h.l.name, "max_connections").Inc()
 		return nil, errH3Full
 	}
 	context.AfterFunc(ctx, func() { h.conns.Add(-1) }) // ctx ends with the connection
@@ -207,12 +207,12 @@ func (h *h3server) admit(ctx context.Context, _ *quic.ClientInfo) (context.Conte
 
 func (h *h3server) acceptLoop(ln *quic.Listener, done chan struct{}) {
 	defer close(done)
-	accepted := h.l.p.metrics.connAccepted.WithLabelValues(h.l.name, "h3")
+	accepted := h.l.env.Metrics.ConnAccepted.WithLabelValues(h.l.name, "h3")
 	for {
 		conn, err := ln.Accept(context.Background())
 		if err != nil {
 			if !errors.Is(err, quic.ErrServerClosed) {
-				h.l.p.errLog.Error("HTTP/3 listener stopped", "listener", h.l.name, "err", err)
+				h.l.env.Log.Error("HTTP/3 listener stopped", "listener", h.l.name, "err", err)
 			}
 			return
 		}
@@ -263,7 +263,7 @@ func (h *h3server) apply(cfg snapshot.Listener) (bool, error) {
 		h.cur.Store(old)
 		return true, fmt.Errorf("listener %q: h3: %w", cfg.Name, err)
 	}
-	h3metrics(h.l.p).set(h)
+	h.l.env.Metrics.h3.set(h)
 	return true, nil
 }
 
@@ -276,7 +276,7 @@ func (h *h3server) stop() {
 	if ln == nil {
 		return
 	}
-	h3metrics(h.l.p).drop(h)
+	h.l.env.Metrics.h3.drop(h)
 	_ = ln.Close()
 	<-done
 	h.mu.Lock()
@@ -286,10 +286,10 @@ func (h *h3server) stop() {
 }
 
 // retire drains a generation in the background (GOAWAY, then in-flight
-// requests finish within drainTimeout). Called with h.mu held.
+// requests finish within DrainTimeout). Called with h.mu held.
 func (h *h3server) retire(g *h3gen) {
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 		defer cancel()
 		_ = g.srv.Shutdown(ctx)
 		h.mu.Lock()
@@ -315,7 +315,7 @@ func (h *h3server) release() {
 // close stops accepting, shuts every generation down gracefully within ctx
 // (closing what is left when ctx ends), and releases the socket.
 func (h *h3server) close(ctx context.Context) {
-	h3metrics(h.l.p).drop(h)
+	h.l.env.Metrics.h3.drop(h)
 	h.mu.Lock()
 	ln, done := h.ln, h.loopDone
 	h.ln = nil
@@ -359,10 +359,10 @@ func (h *h3server) checkBuffers() {
 		if runtime.GOOS == "linux" {
 			granted /= 2 // Linux reports twice the size set, for its bookkeeping
 		}
-		if granted < h3SocketBuffer {
-			h.l.p.errLog.Warn("HTTP/3 UDP "+b.what+" buffer capped by the kernel; raise sysctl "+b.sysctl+
-				" to at least "+strconv.Itoa(h3SocketBuffer)+" (see https://github.com/quic-go/quic-go/wiki/UDP-Buffer-Sizes)",
-				"listener", h.l.name, "asked_bytes", h3SocketBuffer, "granted_bytes", granted,
+		if granted < H3SocketBuffer {
+			h.l.env.Log.Warn("HTTP/3 UDP "+b.what+" buffer capped by the kernel; raise sysctl "+b.sysctl+
+				" to at least "+strconv.Itoa(H3SocketBuffer)+" (see https://github.com/quic-go/quic-go/wiki/UDP-Buffer-Sizes)",
+				"listener", h.l.name, "asked_bytes", H3SocketBuffer, "granted_bytes", granted,
 				"getsockopt_bytes", b.got, "sysctl", b.sysctl)
 		}
 	}
@@ -407,7 +407,7 @@ func getsockoptInt[FD ~int | ~uintptr](get func(FD, int, int) (int, error), fd u
 
 // withAltSvc announces HTTP/3 on the TCP side of a listener that serves it:
 // Alt-Svc: h3=":<port>"; ma=86400 on every response.
-func (l *listener) withAltSvc(cfg snapshot.Listener, next http.Handler) http.Handler {
+func (l *Listener) withAltSvc(cfg snapshot.Listener, next http.Handler) http.Handler {
 	if !wantsH3(cfg) {
 		return next
 	}
@@ -427,7 +427,7 @@ func (a *altSvc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // h3Collector exports rampart_h3_udp_receive_buffer_bytes{listener} for the
-// listeners that serve HTTP/3. One is registered per proxy, on first use.
+// listeners that serve HTTP/3 (one per Metrics).
 type h3Collector struct {
 	mu     sync.Mutex
 	byName map[string]*h3server
@@ -436,17 +436,6 @@ type h3Collector struct {
 var h3RcvBufDesc = prometheus.NewDesc("rampart_h3_udp_receive_buffer_bytes",
 	"Receive buffer of a listener's HTTP/3 UDP socket, as the kernel reports it (SO_RCVBUF; Linux reports twice the size granted).",
 	[]string{"listener"}, nil)
-
-func h3metrics(p *Proxy) *h3Collector {
-	c := &h3Collector{byName: map[string]*h3server{}}
-	if err := p.metrics.Registry.Register(c); err != nil {
-		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-			return are.ExistingCollector.(*h3Collector)
-		}
-		p.errLog.Error("register HTTP/3 metrics", "err", err)
-	}
-	return c
-}
 
 func (c *h3Collector) set(h *h3server) {
 	c.mu.Lock()

@@ -1,4 +1,4 @@
-package proxy
+package listener
 
 import (
 	"context"
@@ -21,13 +21,13 @@ import (
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
-// listener owns one listening socket and its accept loop. What it does with
+// Listener owns one listening socket and its accept loop. What it does with
 // a connection (limits, TLS, HTTP servers) belongs to its current
 // generation; a snapshot that changes a listener's settings starts a new
 // generation on the same socket, so no connection attempt is refused, and
 // the old generation drains its connections in the background.
-type listener struct {
-	p       *Proxy
+type Listener struct {
+	env     *Env
 	name    string
 	address string // as configured (port 0 stays 0)
 	ln      net.Listener
@@ -38,7 +38,7 @@ type listener struct {
 
 // generation is a listener's settings and servers from one snapshot.
 type generation struct {
-	l      *listener
+	l      *Listener
 	cfg    snapshot.Listener
 	key    string
 	tls    *tls.Config
@@ -72,7 +72,10 @@ func settingsKey(l snapshot.Listener) string {
 // pick that number again (bind prefers odd ports and would).
 const portZeroTries = 16
 
-func (p *Proxy) listen(cfg snapshot.Listener) (*listener, error) {
+// Listen binds cfg's address (TCP, and UDP for HTTP/3) and starts serving
+// it with env; a port-0 address gets a kernel-chosen port (the same for
+// both with HTTP/3).
+func Listen(cfg snapshot.Listener, env *Env) (*Listener, error) {
 	var held []net.Listener
 	defer func() {
 		for _, ln := range held {
@@ -80,7 +83,7 @@ func (p *Proxy) listen(cfg snapshot.Listener) (*listener, error) {
 		}
 	}()
 	for try := 1; ; try++ {
-		l, clash, err := p.listenOnce(cfg)
+		l, clash, err := listenOnce(cfg, env)
 		if clash == nil {
 			return l, err
 		}
@@ -99,14 +102,14 @@ func portZero(addr string) bool {
 // listenOnce binds and starts the listener. When a port-0 listener's UDP
 // side found its number taken, it returns the TCP socket as clash (open,
 // for the caller to hold and close) with the error.
-func (p *Proxy) listenOnce(cfg snapshot.Listener) (l *listener, clash net.Listener, err error) {
+func listenOnce(cfg snapshot.Listener, env *Env) (l *Listener, clash net.Listener, err error) {
 	lc := net.ListenConfig{}
 	lc.SetMultipathTCP(false)
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.Address)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listener %q: listen on %s: %w", cfg.Name, cfg.Address, err)
 	}
-	l = &listener{p: p, name: cfg.Name, address: cfg.Address, ln: ln, done: make(chan struct{})}
+	l = &Listener{env: env, name: cfg.Name, address: cfg.Address, ln: ln, done: make(chan struct{})}
 	g, err := l.newGeneration(cfg)
 	if err != nil {
 		_ = ln.Close()
@@ -125,14 +128,14 @@ func (p *Proxy) listenOnce(cfg snapshot.Listener) (l *listener, clash net.Listen
 }
 
 // Addr is the address the listener is bound to.
-func (l *listener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
-func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
+func (l *Listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 	g := &generation{l: l, cfg: cfg, key: settingsKey(cfg),
 		sem: make(chan struct{}, cfg.MaxConnections), h2conns: map[net.Conn]struct{}{}}
-	handler := l.withAltSvc(cfg, &entry{p: l.p, listener: cfg.Name})
+	handler := l.withAltSvc(cfg, l.env.Handler(cfg.Name))
 	bodyTimeout := time.Duration(cfg.RequestBodyTimeoutMs) * time.Millisecond
-	h1Timeouts := l.p.metrics.bodyTimeouts.WithLabelValues("http1")
+	h1Timeouts := l.env.Metrics.BodyTimeouts.WithLabelValues("http1")
 	g.h1 = &h1.Server{
 		Handler:           handler,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -140,9 +143,9 @@ func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 		IdleTimeout:       time.Duration(cfg.IdleTimeoutMs) * time.Millisecond,
 		BodyReadTimeout:   bodyTimeout,
 		BodyTimedOut:      h1Timeouts.Inc,
-		Logger:            l.p.errLog,
+		Logger:            l.env.Log,
 		Rejected: func(remote string, status int, reason string) {
-			l.p.refused(remote, "HTTP/1.1", status, parserReason(status, reason), "refused by the HTTP/1.1 parser: "+reason)
+			l.env.Refused(remote, "HTTP/1.1", status, parserReason(status, reason), "refused by the HTTP/1.1 parser: "+reason)
 		},
 	}
 	if cfg.TLS != nil {
@@ -157,11 +160,11 @@ func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 			g.tls.NextProtos = append(g.tls.NextProtos, "http/1.1")
 		}
 		g.h2base = &http.Server{
-			Handler:           withBodyTimeout(handler, bodyTimeout, l.p.metrics.bodyTimeouts.WithLabelValues("h2")),
+			Handler:           withBodyTimeout(handler, bodyTimeout, l.env.Metrics.BodyTimeouts.WithLabelValues("h2")),
 			ReadHeaderTimeout: g.h1.ReadHeaderTimeout,
 			IdleTimeout:       g.h1.IdleTimeout,
 			MaxHeaderBytes:    cfg.MaxHeaderBytes,
-			ErrorLog:          l.p.stdErrorLog,
+			ErrorLog:          l.env.ErrorLog,
 		}
 		g.h2 = &http2.Server{
 			MaxConcurrentStreams:         uint32(cfg.H2MaxConcurrentStreams),
@@ -176,9 +179,9 @@ func (l *listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 	return g, nil
 }
 
-// update moves the listener to cfg's settings if they changed; the old
+// Update moves the listener to cfg's settings if they changed; the old
 // generation drains in the background.
-func (l *listener) update(cfg snapshot.Listener) error {
+func (l *Listener) Update(cfg snapshot.Listener) error {
 	old := l.gen.Load()
 	if old.key == settingsKey(cfg) {
 		return nil
@@ -192,28 +195,21 @@ func (l *listener) update(cfg snapshot.Listener) error {
 	}
 	l.gen.Store(g)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 		defer cancel()
 		old.shutdown(ctx)
 	}()
 	return nil
 }
 
-const drainTimeout = 30 * time.Second
+// DrainTimeout bounds the drain of a retired listener or generation.
+const DrainTimeout = 30 * time.Second
 
-func (l *listener) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	rt := l.p.active.Load()
-	if rt == nil {
-		return nil, errors.New("no active snapshot")
-	}
-	lr := rt.listeners[l.name]
-	if lr == nil || lr.certs == nil {
-		return nil, fmt.Errorf("listener %q has no certificates in snapshot %s", l.name, rt.Snap.Version)
-	}
-	return lr.certs.get(hello.ServerName), nil
+func (l *Listener) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return l.env.Certificate(l.name, hello)
 }
 
-func (l *listener) acceptLoop() {
+func (l *Listener) acceptLoop() {
 	defer close(l.done)
 	var backoff time.Duration
 	for {
@@ -224,7 +220,7 @@ func (l *listener) acceptLoop() {
 			}
 			// Out of file descriptors and the like: back off, keep serving.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			l.p.errLog.Warn("accept failed", "listener", l.name, "err", err, "retry_in", backoff)
+			l.env.Log.Warn("accept failed", "listener", l.name, "err", err, "retry_in", backoff)
 			time.Sleep(backoff)
 			continue
 		}
@@ -234,17 +230,17 @@ func (l *listener) acceptLoop() {
 }
 
 func (g *generation) accept(c net.Conn) {
-	m := g.l.p.metrics
+	m := g.l.env.Metrics
 	select {
 	case g.sem <- struct{}{}:
 	default:
-		m.connRejected.WithLabelValues(g.cfg.Name, "max_connections").Inc()
+		m.ConnRejected.WithLabelValues(g.cfg.Name, "max_connections").Inc()
 		_ = c.Close()
 		return
 	}
 	g.wg.Add(1)
 	if g.tls == nil {
-		m.connAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
+		m.ConnAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
 		go g.serveH1(c)
 		return
 	}
@@ -262,28 +258,28 @@ func (g *generation) release() { <-g.sem }
 func (g *generation) handshake(c net.Conn) {
 	defer g.wg.Done()
 	defer g.release()
-	m := g.l.p.metrics
+	m := g.l.env.Metrics
 	tc := tls.Server(c, g.tls)
 	_ = c.SetDeadline(time.Now().Add(time.Duration(g.cfg.ReadHeaderTimeoutMs) * time.Millisecond))
 	if err := tc.Handshake(); err != nil {
-		m.connRejected.WithLabelValues(g.cfg.Name, "tls_handshake").Inc()
+		m.ConnRejected.WithLabelValues(g.cfg.Name, "tls_handshake").Inc()
 		_ = c.Close()
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
 	if tc.ConnectionState().NegotiatedProtocol != "h2" {
-		m.connAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
+		m.ConnAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
 		g.h1.ServeConn(tc)
 		return
 	}
-	m.connAccepted.WithLabelValues(g.cfg.Name, "h2").Inc()
+	m.ConnAccepted.WithLabelValues(g.cfg.Name, "h2").Inc()
 	guard := newH2Guard(tc, g.cfg.H2MaxResetsPerSecond, func(reason string) {
-		m.h2Abuse.WithLabelValues(reason).Inc()
-		g.l.p.errLog.Warn("closing abusive HTTP/2 connection", "listener", g.cfg.Name,
+		m.H2Abuse.WithLabelValues(reason).Inc()
+		g.l.env.Log.Warn("closing abusive HTTP/2 connection", "listener", g.cfg.Name,
 			"remote", c.RemoteAddr().String(), "reason", reason)
 	})
 	guard.out.onRefusal = func(status int, reason, detail string) {
-		g.l.p.h2Refused(c.RemoteAddr().String(), status, reason, detail)
+		g.l.env.Refused(c.RemoteAddr().String(), "HTTP/2.0", status, reason, "refused by the HTTP/2 server: "+detail)
 	}
 	g.mu.Lock()
 	g.h2conns[guard] = struct{}{}
@@ -315,8 +311,8 @@ func (g *generation) shutdown(ctx context.Context) {
 	}
 }
 
-// close stops the accept loop, then drains the current generation.
-func (l *listener) close(ctx context.Context) {
+// Close stops the accept loop, then drains the current generation.
+func (l *Listener) Close(ctx context.Context) {
 	_ = l.ln.Close()
 	<-l.done
 	h3done := l.closeH3(ctx)

@@ -1,10 +1,7 @@
-package proxy
+package listener
 
 import (
 	"bytes"
-	"github.com/rampart-edge/rampart/l7/accesslog"
-	"strconv"
-	"time"
 )
 
 // h2Refusals notices the two answers x/net/http2 gives by itself, before
@@ -80,20 +77,4 @@ func (s *h2Refusals) check(body []byte) {
 	case bytes.HasPrefix(body, h2Body400Start) && bytes.HasSuffix(body, h2Body400End):
 		s.onRefusal(400, "header", string(bytes.TrimSuffix(body, []byte("\n"))))
 	}
-}
-
-// h2Refused counts an answer x/net gave by itself in
-// rampart_bad_requests_total and writes its access log line.
-func (p *Proxy) h2Refused(remote string, status int, reason, detail string) {
-	p.refused(remote, "HTTP/2.0", status, reason, "refused by the HTTP/2 server: "+detail)
-}
-
-// refused counts a request a protocol server refused before any handler
-// ran (h1's parser, x/net's own 431/400) and writes its access log line,
-// as an error within the access log's error budget, so refusals of every
-// protocol are seen the same way.
-func (p *Proxy) refused(remote, proto string, status int, reason, detail string) {
-	p.metrics.badRequests.WithLabelValues(strconv.Itoa(status), reason).Inc()
-	p.accessLog.Write(&accesslog.Entry{Start: time.Now(), ReqID: requestID(""), Remote: remote, Proto: proto,
-		Status: status, Err: detail})
 }

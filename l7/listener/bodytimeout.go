@@ -1,4 +1,4 @@
-package proxy
+package listener
 
 import (
 	"errors"
@@ -17,9 +17,9 @@ import (
 // It matches os.ErrDeadlineExceeded, as HTTP/1.1's body read timeout does.
 var errBodyTimeout = fmt.Errorf("request body: no bytes within request_body_timeout_ms: %w", os.ErrDeadlineExceeded)
 
-// isBodyTimeout reports whether reading a client's request body failed
+// IsBodyTimeout reports whether reading a client's request body failed
 // because the body stalled (any protocol).
-func isBodyTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+func IsBodyTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
 // bodyTimeout gives every read of an HTTP/2 or HTTP/3 request body a
 // deadline. Both servers only offer an absolute stream read deadline
