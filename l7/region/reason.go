@@ -26,6 +26,9 @@ const (
 	numReasons
 )
 
+// NumReasons is the number of reasons (they are 0..NumReasons-1).
+const NumReasons = int(numReasons)
+
 var reasonNames = [numReasons]string{
 	"ok_primary", "ok_backup", "ok_weighted", "hint_narrowed", "hint_ignored",
 	"no_tenant", "region_not_allowed", "no_healthy_region", "config_stale", "replica_lag",
