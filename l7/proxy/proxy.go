@@ -1,6 +1,3 @@
-// Package proxy is rampart's L7 proxy: listeners with TLS, HTTP/1.1 and
-// HTTP/2, request routing and forwarding, all served from one immutable
-// runtime built from a verified snapshot and swapped atomically.
 package proxy
 
 import (
