@@ -18,6 +18,7 @@ import (
 
 	"github.com/rampart-edge/rampart/bpf"
 	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/regionwatch"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -37,7 +38,9 @@ type Agent struct {
 	socks *socketFollower
 	snaps *snapdir.Watcher
 	deny  *deny.Watcher
-	ac    *anycastFeed // nil without anycast
+	ac    *anycastFeed         // nil without anycast
+	rs    *regionwatch.Watcher // nil without -region-state
+	rg    *regionGuard
 
 	denyStage denyStager // a new deny list streamed into fresh tries (denysync.go)
 
@@ -88,7 +91,22 @@ func New(c Config) (*Agent, error) {
 			OnReject: func(r string) { a.m.denyRejected.WithLabelValues(r).Inc() },
 			OnApply:  func(*deny.List) { a.wake() }, Parse: a.parseDeny}
 	}
+	a.rg = &regionGuard{region: c.Region, groups: c.TenantGroups}
+	if c.RegionState != "" {
+		w, err := regionwatch.New(regionwatch.Config{Path: c.RegionState, StatePath: filepath.Join(c.StateDir, "region-state.json"),
+			PublicKey: c.PublicKey, MaxAge: c.RegionStateMaxAge, Interval: c.Poll, Logger: c.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("agent config: %w", err)
+		}
+		if err := w.Register(a.reg); err != nil {
+			return nil, fmt.Errorf("agent: region-state metrics: %w", err)
+		}
+		a.rs, a.rg.state = w, w
+	}
 	if c.Anycast != nil {
+		if err := checkRegionInputs(c.Anycast, c.Region, c.TenantGroups); err != nil {
+			return nil, fmt.Errorf("agent config: %w", err)
+		}
 		a.ac = newAnycastFeed(a, *c.Anycast)
 	}
 	return a, nil
@@ -153,6 +171,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("agent: deny list state not used", "err", err)
 		}
 	}
+	if a.rs != nil {
+		if err := a.rs.LoadState(); err != nil {
+			a.log.Error("agent: region state not used", "err", err)
+		}
+	}
 	if a.activeVersion() == "" {
 		a.log.Warn("agent: no active snapshot yet: the maps are left as found and /readyz is unready until one arrives",
 			"dir", a.c.SnapshotDir)
@@ -170,6 +193,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run(func(c context.Context) { _ = a.snaps.Run(c) })
 	if a.deny != nil {
 		run(func(c context.Context) { _ = a.deny.Run(c) })
+	}
+	if a.rs != nil {
+		run(func(c context.Context) { _ = a.rs.Run(c) })
 	}
 	run(a.syncLoop)
 	run(a.socketLoop)

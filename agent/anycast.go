@@ -50,16 +50,25 @@ type anycastFeed struct {
 func newAnycastFeed(a *Agent, c anycast.Config) *anycastFeed {
 	c.Normalize()
 	for _, in := range c.Inputs {
-		if k, ok := fedKinds[in.Name]; (!ok || k != in.Kind) && in.Kind != anycast.KindHTTP {
+		if k, ok := fedKind(in.Name); (!ok || k != in.Kind) && in.Kind != anycast.KindHTTP {
 			a.log.Error("anycast: input is not one the agent feeds; it stays down and the VIPs that need it stay withdrawn",
-				"input", in.Name, "kind", in.Kind, "fed", "proxy_ready (bool), xdp (bool), snapshot_fresh (age), upstreams (share)")
+				"input", in.Name, "kind", in.Kind, "fed", "proxy_ready (bool), xdp (bool), snapshot_fresh (age), upstreams (share), region_serves_tenants[:GROUP] (bool)")
 		}
 	}
 	return &anycastFeed{a: a, base: c, warned: map[string]bool{}}
 }
 
 func (f *anycastFeed) has(name string) bool {
-	return slices.ContainsFunc(f.base.Inputs, func(in anycast.Input) bool { return in.Name == name && in.Kind == fedKinds[name] })
+	return slices.ContainsFunc(f.base.Inputs, func(in anycast.Input) bool { k, ok := fedKind(name); return in.Name == name && ok && in.Kind == k })
+}
+
+// fedKind is the kind of an input the agent feeds, by name.
+func fedKind(name string) (string, bool) {
+	if _, ok := groupInput(name); ok {
+		return anycast.KindBool, true
+	}
+	k, ok := fedKinds[name]
+	return k, ok
 }
 
 // anycastVIPs turns the snapshot's VIP addresses into announced prefixes:
@@ -161,6 +170,12 @@ func (f *anycastFeed) start(cfg anycast.Config) error {
 	}
 	if f.has(InputXDP) {
 		_ = ann.SetFunc(InputXDP, f.a.filtering)
+	}
+	for _, in := range cfg.Inputs {
+		if _, ok := groupInput(in.Name); ok && f.has(in.Name) {
+			name := in.Name
+			_ = ann.SetFunc(name, func() (bool, string) { return f.a.regionServes(name) })
+		}
 	}
 	if err := ann.Start(context.Background()); err != nil {
 		return err

@@ -57,8 +57,15 @@ type Config struct {
 	Region string
 
 	Anycast *anycast.Config // nil: no BGP; see ReadAnycastConfig
-	Poll    time.Duration   // snapshot dir, VIP and proxy polls; default and at most DefaultPoll
-	Logger  *slog.Logger
+	// RegionState is the signed region-state document (the proxy's
+	// -region-state); "" : none (region health is not considered).
+	// RegionStateMaxAge bounds its age (default 30 s). TenantGroups maps a
+	// group name to tenant ids for the region_serves_tenants:GROUP inputs.
+	RegionState       string
+	RegionStateMaxAge time.Duration
+	TenantGroups      map[string][]string
+	Poll              time.Duration // snapshot dir, VIP and proxy polls; default and at most DefaultPoll
+	Logger            *slog.Logger
 	// Started, when set, is called once the admin listener is up.
 	Started func(admin net.Addr)
 }

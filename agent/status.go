@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/bpf"
+	"github.com/rampart-edge/rampart/l7/regionwatch"
 )
 
 // Status is the agent's state as /status shows it.
@@ -39,6 +40,19 @@ type Status struct {
 	Handoff HandoffStatus `json:"handoff"`
 	Proxy   ProxyStatus   `json:"proxy"`
 	Anycast string        `json:"anycast"` // off, waiting, or the path of its status
+
+	// RegionState is the region-state document (with -region-state);
+	// RegionInputs the current value of each region_serves_tenants input
+	// (before the anycast rise/fall).
+	RegionState  *regionwatch.Status `json:"region_state,omitempty"`
+	RegionInputs []RegionInputStatus `json:"region_inputs,omitempty"`
+}
+
+// RegionInputStatus is one region_serves_tenants input now.
+type RegionInputStatus struct {
+	Input  string `json:"input"`
+	Serves bool   `json:"serves"`
+	Detail string `json:"detail"`
 }
 
 // InterfaceStatus is XDP on one interface.
@@ -115,6 +129,18 @@ func (a *Agent) Status() Status {
 		s.Anycast = "waiting for a snapshot with VIPs"
 		if a.ac.handler() != nil {
 			s.Anycast = "GET /anycast/status"
+		}
+	}
+	if a.rs != nil {
+		rst := a.rs.Status()
+		s.RegionState = &rst
+	}
+	if a.c.Anycast != nil {
+		for _, in := range a.c.Anycast.Inputs {
+			if _, ok := groupInput(in.Name); ok {
+				up, detail := a.regionServes(in.Name)
+				s.RegionInputs = append(s.RegionInputs, RegionInputStatus{Input: in.Name, Serves: up, Detail: detail})
+			}
 		}
 	}
 	a.mu.Lock()

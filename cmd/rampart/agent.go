@@ -42,6 +42,9 @@ func cmdAgent(args []string) error {
 	keepVIPs := fs.Bool("keep-vips", false, "leave the VIPs in place on stop (for a quick restart)")
 	anycastPath := fs.String("anycast-config", "", "anycast (BGP) config YAML; without it nothing is announced")
 	region := fs.String("region", "", "this node's region: only its endpoints (and those without one) count for the upstreams input")
+	regionState := fs.String("region-state", "", "the signed region-state document (the proxy's -region-state); its region health feeds region_serves_tenants")
+	regionStateMaxAge := fs.Duration("region-state-max-age", 30*time.Second, "a region-state document older than this counts as absent: the last health verdict stays (1s..24h)")
+	tenantGroups := fs.String("tenant-groups", "", "YAML map of group -> tenant ids for the region_serves_tenants:GROUP anycast inputs (agent/README.md)")
 	poll := fs.Duration("poll", agent.DefaultPoll, "poll period of the snapshot dir and the proxy (at most 250ms)")
 	newSrc := fs.Uint64("new-sources", 0, "per-second budget of sources getting per-source state under a spoofed flood (0: off)")
 	newBurst := fs.Uint64("new-source-burst", 0, "burst of -new-sources (default: the rate)")
@@ -63,6 +66,7 @@ func cmdAgent(args []string) error {
 		PinRoot: *pinRoot, Cgroup: *cgroup, Netns: *netns, SnapshotDir: *dir, StateDir: *state,
 		DenyFile: *denyFile, HandoffSocket: *handoffSock, AdminAddr: *admin, ProxyAdmin: *proxyAdmin,
 		VIPInterface: *vipIface, KeepVIPs: *keepVIPs, Region: *region, Poll: *poll,
+		RegionState: *regionState, RegionStateMaxAge: *regionStateMaxAge,
 		NewSources: *newSrc, NewSourceBurst: *newBurst,
 		Maps: bpf.Options{MaxSources: uint32(*maxSources), MaxConnSources: uint32(*maxConnSources),
 			MaxVIPs: uint32(*maxVIPs), MaxSockets: uint32(*maxSockets)},
@@ -97,6 +101,11 @@ func cmdAgent(args []string) error {
 	c.PublicKey = pub
 	if *anycastPath != "" {
 		if c.Anycast, err = agent.ReadAnycastConfig(*anycastPath); err != nil {
+			return err
+		}
+	}
+	if *tenantGroups != "" {
+		if c.TenantGroups, err = agent.ReadTenantGroups(*tenantGroups); err != nil {
 			return err
 		}
 	}
