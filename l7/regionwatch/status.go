@@ -35,12 +35,12 @@ func (w *Watcher) Status() Status {
 			st.AppliedAt = *at
 		}
 	}
-	w.mu.Lock()
-	if w.refusal != nil {
-		r := *w.refusal
-		st.LastRefusal = &r
+	if r := w.dw.LastRefusal(); r != nil {
+		st.LastRefusal = &Refusal{Reason: r.Reason, Error: r.Error, File: r.File, At: r.At}
+		if !r.Version.IsZero() {
+			st.LastRefusal.Version = r.Version.String()
+		}
 	}
-	w.mu.Unlock()
 	return st
 }
 
@@ -62,7 +62,7 @@ func newMetrics(w *Watcher) *metrics {
 		age: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "rampart_region_state_age_seconds", Help: "Seconds since the region-state document in force was created; -1 before any.",
 		}, func() float64 {
-			if s := w.cur.Load(); s != nil {
+			if s, _ := w.Current(); s != nil {
 				return w.now().Sub(s.Created).Seconds()
 			}
 			return -1

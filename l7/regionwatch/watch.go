@@ -1,27 +1,24 @@
 // Package regionwatch keeps a proxy's (or an agent's) current region-state
-// document (format/regionstate): it polls one signed file, applies a newer
-// version within a poll period, never goes back to an equal or lower
-// version, keeps the last good document when a file is bad (counting the
-// refusal by reason), persists the last good bytes, and tells its consumer
-// whether the document is fresh. A stale or absent document means every
-// signal is unknown.
+// document (format/regionstate) with the generic l7/docwatch runtime: it
+// polls one signed file, applies a newer version within a poll period,
+// never goes back to an equal or lower version, keeps the last good
+// document when a file is bad (counting the refusal by reason), persists
+// the last good bytes, and tells its consumer whether the document is
+// fresh. A stale or absent document means every signal is unknown.
 package regionwatch
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/format/regionstate"
+	"github.com/rampart-edge/rampart/l7/docwatch"
 )
 
 // Defaults and bounds of Config.
@@ -31,12 +28,6 @@ const (
 	MaxMaxAge       = 24 * time.Hour
 	DefaultInterval = 250 * time.Millisecond // also the longest allowed
 )
-
-// racyWindow: a file whose mtime is this close to when it was read may
-// change again without its size or mtime changing (coarse file system
-// clocks), so it is read again (and ignored if its bytes are unchanged)
-// until a read happens this long after its mtime or after it was first seen.
-const racyWindow = 2 * time.Second
 
 // Config of a Watcher.
 type Config struct {
@@ -63,25 +54,16 @@ type Refusal struct {
 	At      time.Time `json:"at"`
 }
 
-// Watcher keeps the current region-state document of one file. Current and
-// Status are safe from any goroutine; Run and LoadState are not concurrent.
+// Watcher keeps the current region-state document of one file: a
+// docwatch.Watcher of regionstate documents, plus freshness, metrics and
+// status. Current and Status are safe from any goroutine; Run and
+// LoadState are not concurrent.
 type Watcher struct {
-	c   Config
-	m   *metrics
-	now func() time.Time
-
-	cur     atomic.Pointer[regionstate.State]
-	applied atomic.Pointer[time.Time] // when cur was applied
-
-	mu      sync.Mutex
-	refusal *Refusal
-
-	// Run's own
-	seen    os.FileInfo
-	seenAt  time.Time
-	settled bool
-	last    []byte
-	lastErr string
+	c       Config
+	m       *metrics
+	now     func() time.Time
+	dw      *docwatch.Watcher[*regionstate.State]
+	applied atomic.Pointer[time.Time] // when the document in force was applied
 }
 
 // New checks c, fills its defaults and makes a Watcher. Its metrics are
@@ -107,6 +89,26 @@ func New(c Config) (*Watcher, error) {
 	}
 	w := &Watcher{c: c, now: time.Now}
 	w.m = newMetrics(w)
+	pub := c.PublicKey
+	w.dw = &docwatch.Watcher[*regionstate.State]{
+		Name: "region state", Path: c.Path, StatePath: c.StatePath, MaxBytes: regionstate.MaxFileBytes,
+		Interval: c.Interval, Log: c.Logger,
+		Open: func(_ *regionstate.State, data []byte) (*regionstate.State, envelope.Version, error) {
+			s, err := regionstate.Parse(data, pub)
+			if err != nil {
+				return nil, envelope.Version{}, err
+			}
+			return s, s.Version, nil
+		},
+		Apply: func(s *regionstate.State, _ envelope.Version) error { w.apply(s); return nil },
+		Reason: func(err error) string {
+			if errors.Is(err, regionstate.ErrInvalid) {
+				return "invalid"
+			}
+			return ""
+		},
+		OnReject: func(r docwatch.Refusal) { w.m.rejected.WithLabelValues(r.Reason).Inc() },
+	}
 	return w, nil
 }
 
@@ -114,8 +116,8 @@ func New(c Config) (*Watcher, error) {
 // fresh: its Created time within MaxAge of now. A consumer treats every
 // signal as unknown unless fresh is true.
 func (w *Watcher) Current() (s *regionstate.State, fresh bool) {
-	s = w.cur.Load()
-	if s == nil {
+	s, _, ok := w.dw.Current()
+	if !ok || s == nil {
 		return nil, false
 	}
 	age := w.now().Sub(s.Created)
@@ -128,149 +130,26 @@ func (w *Watcher) MaxAge() time.Duration { return w.c.MaxAge }
 // LoadState applies the persisted last good document, so the signals
 // survive a restart (as stale ones, once older than MaxAge). A missing file
 // is not an error; a bad one is counted, reported and left alone.
-func (w *Watcher) LoadState() error {
-	if w.c.StatePath == "" {
-		return nil
-	}
-	data, err := os.ReadFile(w.c.StatePath)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		w.reject(w.c.StatePath, "read", "", err)
-		return fmt.Errorf("region state %s: %w", w.c.StatePath, err)
-	}
-	s, err := regionstate.Parse(data, w.c.PublicKey)
-	if err != nil {
-		w.reject(w.c.StatePath, reasonOf(err), "", err)
-		return fmt.Errorf("region state %s: %w", w.c.StatePath, err)
-	}
-	if cur := w.cur.Load(); cur == nil || cur.Version.Less(s.Version) {
-		w.apply(s, "state", time.Time{})
-	}
-	w.last = data
-	return nil
-}
+func (w *Watcher) LoadState() error { return w.dw.LoadState() }
 
 // Run polls the file until ctx ends.
-func (w *Watcher) Run(ctx context.Context) error {
-	t := time.NewTicker(w.c.Interval)
-	defer t.Stop()
-	for {
-		w.poll()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
+func (w *Watcher) Run(ctx context.Context) error { return w.dw.Run(ctx) }
 
-func (w *Watcher) poll() {
-	path := w.c.Path
-	info, err := os.Stat(path)
-	if err != nil {
-		if msg := err.Error(); msg != w.lastErr {
-			w.lastErr = msg
-			w.c.Logger.Warn("region-state file unavailable; keeping the current document", "path", path, "err", err)
-		}
-		return
-	}
-	if !sameStamp(w.seen, info) {
-		w.seen, w.seenAt = info, w.now()
-	} else if w.settled {
-		return
-	}
-	readAt := time.Now()
-	w.settled = readAt.Sub(info.ModTime()) > racyWindow || readAt.Sub(w.seenAt) > racyWindow
-	if info.Size() > regionstate.MaxFileBytes {
-		w.settled = true // not read; its size changes when it is replaced
-		w.reject(path, "too_large", "", fmt.Errorf("%d bytes is over the %d limit", info.Size(), regionstate.MaxFileBytes))
-		return
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		w.seen = nil // try again next time
-		if msg := err.Error(); msg != w.lastErr {
-			w.lastErr = msg
-			w.reject(path, "read", "", err)
-		}
-		return
-	}
-	w.lastErr = ""
-	if bytes.Equal(data, w.last) {
-		return // unchanged (read again because of the racy window, or the persisted copy)
-	}
-	w.last = data
-	s, err := regionstate.Parse(data, w.c.PublicKey)
-	if err != nil {
-		w.reject(path, reasonOf(err), "", err)
-		return
-	}
-	if cur := w.cur.Load(); cur != nil && !cur.Version.Less(s.Version) {
-		w.reject(path, "stale", s.Version.String(), fmt.Errorf("version %s is not above the current %s", s.Version, cur.Version))
-		return
-	}
-	w.apply(s, path, readAt)
-	if w.c.StatePath != "" {
-		err := os.MkdirAll(filepath.Dir(w.c.StatePath), 0o755)
-		if err == nil {
-			err = envelope.WriteFileAtomic(w.c.StatePath, data, 0o644)
-		}
-		if err != nil {
-			w.c.Logger.Error("cannot persist the region-state document", "path", w.c.StatePath, "err", err)
-		}
-	}
-}
+// poll looks at the file once.
+func (w *Watcher) poll() { w.dw.Scan() }
 
-func (w *Watcher) apply(s *regionstate.State, from string, readAt time.Time) {
-	w.cur.Store(s)
+// apply runs as the document goes in force (docwatch's Apply hook).
+func (w *Watcher) apply(s *regionstate.State) {
 	at := w.now()
 	w.applied.Store(&at)
 	w.m.version.WithLabelValues("epoch").Set(float64(s.Version.Epoch))
 	w.m.version.WithLabelValues("sequence").Set(float64(s.Version.Sequence))
-	args := []any{"version", s.Version.String(), "created", s.Created, "regions", len(s.Regions), "platforms", len(s.Platforms), "from", from}
-	if !readAt.IsZero() {
-		args = append(args, "took", time.Since(readAt).Round(time.Microsecond))
-	}
-	w.c.Logger.Info("region state applied", args...)
+	w.c.Logger.Info("region state applied", "version", s.Version.String(), "created", s.Created,
+		"regions", len(s.Regions), "platforms", len(s.Platforms))
 	if w.c.OnApply != nil {
 		w.c.OnApply(s)
 	}
 }
 
-func (w *Watcher) reject(path, reason, version string, err error) {
-	w.m.rejected.WithLabelValues(reason).Inc()
-	cur := "none"
-	if s := w.cur.Load(); s != nil {
-		cur = s.Version.String()
-	}
-	w.c.Logger.Warn("region-state document refused; keeping the current one", "file", path, "reason", reason, "current", cur, "err", err)
-	w.mu.Lock()
-	w.refusal = &Refusal{Version: version, Reason: reason, Error: err.Error(), File: path, At: w.now()}
-	w.mu.Unlock()
-}
-
-func sameStamp(a, b os.FileInfo) bool {
-	return a != nil && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && os.SameFile(a, b)
-}
-
 // Reasons a document is refused with (the reason label).
-var Reasons = []string{"read", "too_large", "malformed", "format", "key_id", "signature", "digest", "invalid", "stale"}
-
-func reasonOf(err error) string {
-	switch {
-	case errors.Is(err, envelope.ErrFormat):
-		return "format"
-	case errors.Is(err, envelope.ErrKeyID):
-		return "key_id"
-	case errors.Is(err, envelope.ErrSignature):
-		return "signature"
-	case errors.Is(err, envelope.ErrDigest):
-		return "digest"
-	case errors.Is(err, regionstate.ErrInvalid):
-		return "invalid"
-	default:
-		return "malformed"
-	}
-}
+var Reasons = []string{"read", "too_large", "malformed", "format", "key_id", "signature", "digest", "invalid", "stale", "older_epoch"}

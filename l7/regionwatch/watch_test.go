@@ -136,9 +136,9 @@ func TestApplyOrderAndRefusals(t *testing.T) {
 	r.write(t, doc(t, 1, 4, time.Now(), true))
 	waitFor(t, "lower refused", func() bool { return r.rejected("stale") == 1 })
 	r.write(t, doc(t, 0, 99, time.Now(), true))
-	waitFor(t, "lower epoch refused", func() bool { return r.rejected("stale") == 2 })
+	waitFor(t, "lower epoch refused", func() bool { return r.rejected("older_epoch") == 1 })
 	r.write(t, doc(t, 1, 5, time.Now().Add(time.Second), false))
-	waitFor(t, "equal version with other bytes refused", func() bool { return r.rejected("stale") == 3 })
+	waitFor(t, "equal version with other bytes refused", func() bool { return r.rejected("stale") == 2 })
 	if v := r.version(); v != "1.5" {
 		t.Fatalf("after refusals the version is %s, want 1.5", v)
 	}
