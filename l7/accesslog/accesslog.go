@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -46,6 +47,10 @@ type Entry struct {
 	Subject string
 	KeyID   string
 
+	// Regional is the regional decision of a route with a platform
+	// (Reason "" : none was taken).
+	Regional Regional
+
 	// Req is the request, read by Write while the handler still owns it
 	// (for the configured headers) and never queued: the HTTP/1.1 server
 	// reuses the request and its header map afterwards.
@@ -54,6 +59,16 @@ type Entry struct {
 	// Filled by Write for the writer goroutine.
 	headers []string   // values of pol.headers, in order; "" when absent
 	pol     *logPolicy // the policy the entry was admitted under
+}
+
+// Regional is what the regional stage decided: the target region (or
+// "503"), the reason code, the snapshot version the policy came from and
+// the region-state version it decided under (0.0: none).
+type Regional struct {
+	Target        string
+	Reason        string
+	PolicyVersion envelope.Version
+	StateVersion  envelope.Version
 }
 
 // Log hands entries to a writer goroutine through a bounded queue; when
@@ -262,6 +277,10 @@ func (l *Log) run(log *slog.Logger) {
 		}
 		if e.KeyID != "" {
 			attrs = append(attrs, slog.String("key_id", e.KeyID))
+		}
+		if rg := e.Regional; rg.Reason != "" {
+			attrs = append(attrs, slog.Group("regional", slog.String("target", rg.Target), slog.String("reason_code", rg.Reason),
+				slog.String("policy_version", rg.PolicyVersion.String()), slog.String("region_state_version", rg.StateVersion.String())))
 		}
 		if e.Err != "" {
 			attrs = append(attrs, slog.String("error", e.Err))

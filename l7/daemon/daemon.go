@@ -17,6 +17,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/handoff"
 	"github.com/rampart-edge/rampart/l7/proxy"
+	"github.com/rampart-edge/rampart/l7/region"
 	"github.com/rampart-edge/rampart/l7/regionwatch"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 )
@@ -78,8 +79,10 @@ func Run(ctx context.Context, c Config) error {
 		return errors.New("a snapshot public key is required")
 	}
 	var rs *regionwatch.Watcher
+	live := region.NewLive(nil) // what the regional policy decides under
 	if c.RegionStateFile != "" {
-		rc := regionwatch.Config{Path: c.RegionStateFile, PublicKey: c.PublicKey, MaxAge: c.RegionStateMaxAge, Logger: log}
+		rc := regionwatch.Config{Path: c.RegionStateFile, PublicKey: c.PublicKey, MaxAge: c.RegionStateMaxAge, Logger: log,
+			OnApply: live.Set}
 		if c.StateDir != "" {
 			rc.StatePath = filepath.Join(c.StateDir, "region-state.json")
 		}
@@ -91,7 +94,7 @@ func Run(ctx context.Context, c Config) error {
 			log.Error("region state not used", "err", err)
 		}
 	}
-	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region})
+	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region, Regional: live})
 	if rs != nil {
 		if err := rs.Register(p.Metrics().Registry); err != nil {
 			return fmt.Errorf("region-state metrics: %w", err)

@@ -6,6 +6,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/auth"
 	"github.com/rampart-edge/rampart/l7/headerrule"
 	"github.com/rampart-edge/rampart/l7/quota"
+	"github.com/rampart-edge/rampart/l7/region"
 	"github.com/rampart-edge/rampart/l7/stage"
 )
 
@@ -33,6 +34,14 @@ func buildPolicies(rt *Runtime, env *runtimeEnv, prev *Runtime) error {
 	}
 	senv := &stage.Env{Snap: rt.Snap, Region: env.region, Log: env.log, Metrics: m.stage, Deny: env.deny,
 		Auth: rt.auth, Quota: rt.quota, Table: rt.table, Identity: stage.NewIdentityKeys(c.IdentityHeaders)}
+	pol, err := region.Compile(c)
+	if err != nil {
+		rt.closePolicies()
+		return err
+	}
+	if pol != nil && env.proxy != nil {
+		senv.Regional = env.proxy.regional.Bind(pol)
+	}
 	rt.screen = stage.Screen(senv)
 	for i := range rt.routes {
 		rr := &rt.routes[i]

@@ -14,10 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rampart-edge/rampart/format/regionstate"
 	"github.com/rampart-edge/rampart/l7/accesslog"
 	"github.com/rampart-edge/rampart/l7/cluster"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/listener"
+	"github.com/rampart-edge/rampart/l7/region"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -30,6 +32,10 @@ type Options struct {
 	// Region is where this proxy runs: endpoints in the same region are
 	// preferred while any of them is available.
 	Region string
+	// Regional is the region state the regional routing policy decides
+	// under (the daemon's region-state watcher sets it); nil: the proxy
+	// keeps its own, without a state until SetRegionState.
+	Regional *region.Live
 }
 
 // Proxy serves traffic from the active runtime.
@@ -38,6 +44,7 @@ type Proxy struct {
 	metrics     *Metrics
 	clusters    *cluster.Set
 	region      string
+	regional    *region.Live // the region state the regional policy decides under
 	inflight    atomic.Int64 // requests in flight (limits.max_concurrent_requests)
 	tunnels     tunnelSet    // upgraded (WebSocket) connections
 	denyList    atomic.Pointer[deny.List]
@@ -71,12 +78,20 @@ func New(o Options) *Proxy {
 	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener.Listener{}, region: o.Region,
 		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	p.clusters = cluster.NewSet(m.cluster, lg, o.Region)
+	if p.regional = o.Regional; p.regional == nil {
+		p.regional = region.NewLive(nil)
+	}
 	p.accessLog = accesslog.New(o.AccessLog, m.Registry)
 	p.tracer = newGatewayTracer(m.Registry, lg)
 	m.registerSnapshotGauges(p)
 	m.registerUpstreamStale()
 	return p
 }
+
+// SetRegionState makes s the region state in force (nil: none, every
+// regional signal unknown); the active snapshot's policy decides under it
+// from the next request on.
+func (p *Proxy) SetRegionState(s *regionstate.State) { p.regional.Set(s) }
 
 // Metrics returns the proxy's metrics.
 func (p *Proxy) Metrics() *Metrics { return p.metrics }

@@ -14,6 +14,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/headerrule"
 	"github.com/rampart-edge/rampart/l7/quota"
+	"github.com/rampart-edge/rampart/l7/region"
 	"github.com/rampart-edge/rampart/l7/route"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -185,6 +186,9 @@ type Env struct {
 	Quota    *quota.Limiter
 	Table    *route.Table
 	Identity IdentityKeys
+	// Regional is the snapshot's regional policy bound to the process's
+	// region state (l7/region); nil when the snapshot has none.
+	Regional *region.Binding
 
 	quotaKeys map[string][]string // quota policy id -> key parts, made on first use
 }
