@@ -17,14 +17,36 @@ import (
 // order, with no whitespace:
 //
 //	{"regions":[{"name":N,"healthy":B,"config_version":{"epoch":E,"sequence":S},"draining":B},...],
-//	 "platforms":[{"name":N,"writer":W,"writer_epoch":E,"replicas":[{"region":R,"lag_ms":L,"observed_at_unix_nano":T},...]},...]}
+//	 "platforms":[{"name":N,"writer":W,"writer_epoch":E,"replicas":[{"region":R,"lag_ms":L,"observed_at_unix_nano":T},...]},...],
+//	 "sites":[{"name":N,"region":R,"announcing":[P,...],"reported_at_unix_nano":T},...],
+//	 "quota_leases":[{"policy":P,"region":R,"per_second":N,"burst":B,"expires_unix_nano":T},...]}
 //
+// except that "sites" and "quota_leases" are left out when they are empty
+// (and only then), so a document without them keeps the bytes it had
+// before they existed.
 // The wire types below mirror it for strict decoding; encodeBody writes it
 // by hand so field order and spacing never depend on a library.
 
 type wireBody struct {
-	Regions   []wireRegion   `json:"regions"`
-	Platforms []wirePlatform `json:"platforms"`
+	Regions     []wireRegion     `json:"regions"`
+	Platforms   []wirePlatform   `json:"platforms"`
+	Sites       []wireSite       `json:"sites"`
+	QuotaLeases []wireQuotaLease `json:"quota_leases"`
+}
+
+type wireSite struct {
+	Name       string   `json:"name"`
+	Region     string   `json:"region"`
+	Announcing []string `json:"announcing"`
+	ReportedAt int64    `json:"reported_at_unix_nano"`
+}
+
+type wireQuotaLease struct {
+	Policy    string `json:"policy"`
+	Region    string `json:"region"`
+	PerSecond uint64 `json:"per_second"`
+	Burst     uint64 `json:"burst"`
+	Expires   int64  `json:"expires_unix_nano"`
 }
 
 type wireRegion struct {
@@ -93,7 +115,51 @@ func encodeBody(b []byte, s *State) []byte {
 		}
 		b = append(b, "]}"...)
 	}
-	return append(b, "]}"...)
+	b = append(b, ']')
+	if len(s.Sites) > 0 {
+		b = append(b, `,"sites":[`...)
+		for i, st := range s.Sites {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"name":`...)
+			b = strconv.AppendQuote(b, st.Name)
+			b = append(b, `,"region":`...)
+			b = strconv.AppendQuote(b, st.Region)
+			b = append(b, `,"announcing":[`...)
+			for j, a := range st.Announcing {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendQuote(b, a)
+			}
+			b = append(b, `],"reported_at_unix_nano":`...)
+			b = strconv.AppendInt(b, st.ReportedAt.UnixNano(), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(s.QuotaLeases) > 0 {
+		b = append(b, `,"quota_leases":[`...)
+		for i, l := range s.QuotaLeases {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"policy":`...)
+			b = strconv.AppendQuote(b, l.Policy)
+			b = append(b, `,"region":`...)
+			b = strconv.AppendQuote(b, l.Region)
+			b = append(b, `,"per_second":`...)
+			b = strconv.AppendUint(b, l.PerSecond, 10)
+			b = append(b, `,"burst":`...)
+			b = strconv.AppendUint(b, l.Burst, 10)
+			b = append(b, `,"expires_unix_nano":`...)
+			b = strconv.AppendInt(b, l.Expires.UnixNano(), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
 }
 
 // decodeBody reads a canonical body into a State with the given version
@@ -124,6 +190,12 @@ func decodeBody(body []byte, v envelope.Version, created time.Time) (*State, err
 			out.Replicas[j] = Replica{Region: r.Region, LagMs: r.LagMs, ObservedAt: time.Unix(0, r.ObservedAt).UTC()}
 		}
 		s.Platforms[i] = out
+	}
+	for _, st := range w.Sites {
+		s.Sites = append(s.Sites, Site{Name: st.Name, Region: st.Region, Announcing: st.Announcing, ReportedAt: time.Unix(0, st.ReportedAt).UTC()})
+	}
+	for _, l := range w.QuotaLeases {
+		s.QuotaLeases = append(s.QuotaLeases, QuotaLease{Policy: l.Policy, Region: l.Region, PerSecond: l.PerSecond, Burst: l.Burst, Expires: time.Unix(0, l.Expires).UTC()})
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -185,6 +257,13 @@ func checkDuplicates(body []byte) error {
 	}
 }
 
+func compareLease(a, b QuotaLease) int {
+	if c := cmp.Compare(a.Policy, b.Policy); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Region, b.Region)
+}
+
 // sorted returns a copy of s with regions, platforms and replicas sorted,
 // so Build never reorders the caller's slices.
 func sorted(s *State) *State {
@@ -198,5 +277,22 @@ func sorted(s *State) *State {
 		out.Platforms[i] = p
 	}
 	slices.SortStableFunc(out.Platforms, func(a, b Platform) int { return cmp.Compare(a.Name, b.Name) })
+	if len(s.Sites) > 0 {
+		out.Sites = make([]Site, len(s.Sites))
+		for i, st := range s.Sites {
+			st.Announcing = slices.Clone(st.Announcing)
+			slices.Sort(st.Announcing)
+			out.Sites[i] = st
+		}
+		slices.SortStableFunc(out.Sites, func(a, b Site) int { return cmp.Compare(a.Name, b.Name) })
+	} else {
+		out.Sites = nil
+	}
+	if len(s.QuotaLeases) > 0 {
+		out.QuotaLeases = slices.Clone(s.QuotaLeases)
+		slices.SortStableFunc(out.QuotaLeases, compareLease)
+	} else {
+		out.QuotaLeases = nil
+	}
 	return &out
 }

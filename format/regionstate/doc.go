@@ -3,7 +3,12 @@
 // region is healthy, which snapshot version it serves and whether an
 // operator drains it; per platform (a set of clusters sharing one
 // database) it names the current writer region with its fencing epoch and,
-// per replica region, the replica lag and when it was observed.
+// per replica region, the replica lag and when it was observed. Per anycast
+// site (an agent) it lists the VIP prefixes the site announces as its node
+// last reported them, and per global quota policy and region the lease of
+// the global rate the region may admit until the lease expires. The sites
+// and quota_leases keys are left out of the body when empty, so a document
+// without them has the bytes it had before they existed.
 //
 // The document is signed and versioned with the shared envelope
 // (format/envelope): the same Ed25519 key and (epoch, sequence) rules as

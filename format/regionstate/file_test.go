@@ -154,6 +154,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(sampleBody))
 	empty, _ := Build(priv, &State{Version: envelope.Version{Sequence: 1}, Created: testCreated})
 	f.Add(empty)
+	if ii, err := Build(priv, sampleII()); err == nil {
+		f.Add(ii)
+	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data, pub)
@@ -174,6 +177,7 @@ func FuzzParse(f *testing.F) {
 func FuzzBody(f *testing.F) {
 	f.Add([]byte(sampleBody))
 	f.Add([]byte(`{"regions":[],"platforms":[]}`))
+	f.Add([]byte(sampleIIBody))
 	f.Add([]byte(`{"regions":[{"name":"a","healthy":true,"config_version":{"epoch":0,"sequence":0},"draining":false}],"platforms":[]}`))
 	v := sample().Version
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -38,3 +38,27 @@ func (p *Platform) Replica(region string) (Replica, bool) {
 	}
 	return p.Replicas[i], true
 }
+
+// Site returns the site called name, like Region.
+func (s *State) Site(name string) (Site, bool) {
+	if s == nil {
+		return Site{}, false
+	}
+	i, ok := slices.BinarySearchFunc(s.Sites, name, func(st Site, n string) int { return cmp.Compare(st.Name, n) })
+	if !ok {
+		return Site{}, false
+	}
+	return s.Sites[i], true
+}
+
+// QuotaLease returns the lease of policy in region, like Region.
+func (s *State) QuotaLease(policy, region string) (QuotaLease, bool) {
+	if s == nil {
+		return QuotaLease{}, false
+	}
+	i, ok := slices.BinarySearchFunc(s.QuotaLeases, QuotaLease{Policy: policy, Region: region}, compareLease)
+	if !ok {
+		return QuotaLease{}, false
+	}
+	return s.QuotaLeases[i], true
+}

@@ -237,5 +237,20 @@ func equalState(a, b *State) bool {
 			}
 		}
 	}
+	if len(a.Sites) != len(b.Sites) || len(a.QuotaLeases) != len(b.QuotaLeases) {
+		return false
+	}
+	for i, st := range a.Sites {
+		o := b.Sites[i]
+		if st.Name != o.Name || st.Region != o.Region || !st.ReportedAt.Equal(o.ReportedAt) || strings.Join(st.Announcing, ",") != strings.Join(o.Announcing, ",") {
+			return false
+		}
+	}
+	for i, l := range a.QuotaLeases {
+		o := b.QuotaLeases[i]
+		if l.Policy != o.Policy || l.Region != o.Region || l.PerSecond != o.PerSecond || l.Burst != o.Burst || !l.Expires.Equal(o.Expires) {
+			return false
+		}
+	}
 	return true
 }

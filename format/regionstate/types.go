@@ -15,6 +15,9 @@ type State struct {
 	Created   time.Time        // when the producer signed it
 	Regions   []Region         // sorted by Name, unique
 	Platforms []Platform       // sorted by Name, unique
+
+	Sites       []Site       // sorted by Name, unique: every agent site the control plane knows
+	QuotaLeases []QuotaLease // sorted by (Policy, Region), unique
 }
 
 // Region is the state of one region.
@@ -39,4 +42,23 @@ type Replica struct {
 	Region     string
 	LagMs      uint64
 	ObservedAt time.Time
+}
+
+// Site is one anycast site (an agent) and the VIP prefixes it announces
+// now, as its node last reported them to the control plane.
+type Site struct {
+	Name       string    // the site / node id
+	Region     string    // the region the node reported in its identity
+	Announcing []string  // VIP prefixes (netip.Prefix text, masked), sorted, unique
+	ReportedAt time.Time // when that report arrived at the control plane
+}
+
+// QuotaLease is a region's share of a global quota policy's rate, valid
+// until Expires.
+type QuotaLease struct {
+	Policy    string
+	Region    string
+	PerSecond uint64 // the region's rate (requests per second)
+	Burst     uint64
+	Expires   time.Time
 }

@@ -3,6 +3,7 @@ package regionstate
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -13,6 +14,9 @@ const (
 	MaxRegions   = 1024
 	MaxPlatforms = 16384
 	MaxNameBytes = 64
+	MaxSites     = 16384
+	MaxAnnounced = 4096 // VIP prefixes per site
+	MaxLeases    = 65536
 )
 
 // Errors a document is refused with; match them with errors.Is. Envelope
@@ -37,8 +41,13 @@ const maxProblems = 20
 // non-zero Version; a Created time in 2000..2262; region and platform names
 // 1..64 bytes of [A-Za-z0-9._-], sorted and unique; replicas sorted by
 // region and unique; every writer and replica region listed in Regions;
-// every ObservedAt in 2000..2262 and not after Created. The error matches
-// ErrInvalid.
+// every ObservedAt in 2000..2262 and not after Created; sites named like
+// regions, sorted by name and unique, each with a region name, announcing
+// prefixes in canonical masked netip.Prefix text (sorted as strings,
+// unique, at most 4096) and a ReportedAt in 2000..2262 not after Created;
+// quota leases sorted by (policy, region) and unique, policy named like a
+// region, region listed in Regions, Expires in 2000..2262. The error
+// matches ErrInvalid.
 func (s *State) Validate() error {
 	var p problems
 	if s.Version.IsZero() {
@@ -92,7 +101,68 @@ func (s *State) Validate() error {
 			}
 		}
 	}
+	s.validateSites(&p)
+	s.validateLeases(&p)
 	return p.err()
+}
+
+func (s *State) validateSites(p *problems) {
+	if len(s.Sites) > MaxSites {
+		p.add("%d sites is over the %d limit", len(s.Sites), MaxSites)
+	}
+	for i, st := range s.Sites {
+		where := fmt.Sprintf("sites[%d] (%q)", i, st.Name)
+		if err := checkName(st.Name); err != nil {
+			p.add("%s: name: %v", where, err)
+		}
+		if i > 0 && s.Sites[i-1].Name >= st.Name {
+			p.add("%s: not after %q: sites must be sorted by name, without duplicates", where, s.Sites[i-1].Name)
+		}
+		if err := checkName(st.Region); err != nil {
+			p.add("%s: region %q: %v", where, st.Region, err)
+		}
+		if len(st.Announcing) > MaxAnnounced {
+			p.add("%s: %d announced prefixes is over the %d limit", where, len(st.Announcing), MaxAnnounced)
+		}
+		for j, a := range st.Announcing {
+			pfx, err := netip.ParsePrefix(a)
+			switch {
+			case err != nil:
+				p.add("%s: announcing[%d]: %v", where, j, err)
+			case pfx.Masked() != pfx || pfx.String() != a:
+				p.add("%s: announcing[%d]: %q is not canonical masked prefix text (want %q)", where, j, a, pfx.Masked().String())
+			}
+			if j > 0 && st.Announcing[j-1] >= a {
+				p.add("%s: announcing[%d]: %q is not after %q: prefixes must be sorted, without duplicates", where, j, a, st.Announcing[j-1])
+			}
+		}
+		if !inRange(st.ReportedAt) {
+			p.add("%s: reported_at %s is outside 2000-01-01..2262-01-01", where, stamp(st.ReportedAt))
+		} else if st.ReportedAt.After(s.Created) {
+			p.add("%s: reported_at %s is after the document's created time %s", where, stamp(st.ReportedAt), stamp(s.Created))
+		}
+	}
+}
+
+func (s *State) validateLeases(p *problems) {
+	if len(s.QuotaLeases) > MaxLeases {
+		p.add("%d quota leases is over the %d limit", len(s.QuotaLeases), MaxLeases)
+	}
+	for i, l := range s.QuotaLeases {
+		where := fmt.Sprintf("quota_leases[%d] (%q, %q)", i, l.Policy, l.Region)
+		if err := checkName(l.Policy); err != nil {
+			p.add("%s: policy: %v", where, err)
+		}
+		if !s.hasRegion(l.Region) {
+			p.add("%s: region is not a listed region", where)
+		}
+		if i > 0 && compareLease(s.QuotaLeases[i-1], l) >= 0 {
+			p.add("%s: not after (%q, %q): leases must be sorted by policy then region, without duplicates", where, s.QuotaLeases[i-1].Policy, s.QuotaLeases[i-1].Region)
+		}
+		if !inRange(l.Expires) {
+			p.add("%s: expires %s is outside 2000-01-01..2262-01-01", where, stamp(l.Expires))
+		}
+	}
 }
 
 // hasRegion reports whether name is listed, by binary search when the

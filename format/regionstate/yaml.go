@@ -33,6 +33,19 @@ type yamlState struct {
 			ObservedAgo string `yaml:"observed_ago"`
 		} `yaml:"replicas"`
 	} `yaml:"platforms"`
+	Sites []struct {
+		Name        string   `yaml:"name"`
+		Region      string   `yaml:"region"`
+		Announcing  []string `yaml:"announcing"`
+		ReportedAgo string   `yaml:"reported_ago"`
+	} `yaml:"sites"`
+	QuotaLeases []struct {
+		Policy    string `yaml:"policy"`
+		Region    string `yaml:"region"`
+		PerSecond uint64 `yaml:"per_second"`
+		Burst     uint64 `yaml:"burst"`
+		ExpiresIn string `yaml:"expires_in"`
+	} `yaml:"quota_leases"`
 }
 
 // ParseYAML reads the source of a region-state document (the input of
@@ -47,8 +60,13 @@ type yamlState struct {
 //	    replicas:
 //	      - {region: eu-west, lag_ms: 0, observed_at: "2026-12-02T04:00:00Z"}
 //	      - {region: us-east, lag_ms: 250, observed_ago: 2s}
+//	sites:
+//	  - {name: fra-1, region: eu-west, announcing: [192.0.2.0/24], reported_ago: 1s}
+//	quota_leases:
+//	  - {policy: api-global, region: eu-west, per_second: 200000, burst: 20000, expires_in: 10s}
 //
-// config_version is "epoch.sequence" (left out: 0.0, unknown); a replica's
+// A site's reported_ago and a lease's expires_in are Go durations before and
+// after now (left out: now). config_version is "epoch.sequence" (left out: 0.0, unknown); a replica's
 // observation time is observed_at (RFC 3339) or observed_ago (a Go duration
 // before now), else now. Decoding is strict (unknown keys, a second
 // document are errors); the result is sorted and validated.
@@ -106,6 +124,31 @@ func ParseYAML(data []byte, v envelope.Version, now time.Time) (*State, error) {
 			out.Replicas = append(out.Replicas, rep)
 		}
 		s.Platforms = append(s.Platforms, out)
+	}
+	for i, st := range src.Sites {
+		site := Site{Name: st.Name, Region: st.Region, Announcing: st.Announcing, ReportedAt: now}
+		if site.Announcing == nil {
+			site.Announcing = []string{}
+		}
+		if st.ReportedAgo != "" {
+			d, err := time.ParseDuration(st.ReportedAgo)
+			if err != nil || d < 0 {
+				p.add("sites[%d] (%q): reported_ago %q is not a duration ≥ 0", i, st.Name, st.ReportedAgo)
+			}
+			site.ReportedAt = now.Add(-d)
+		}
+		s.Sites = append(s.Sites, site)
+	}
+	for i, l := range src.QuotaLeases {
+		lease := QuotaLease{Policy: l.Policy, Region: l.Region, PerSecond: l.PerSecond, Burst: l.Burst, Expires: now}
+		if l.ExpiresIn != "" {
+			d, err := time.ParseDuration(l.ExpiresIn)
+			if err != nil {
+				p.add("quota_leases[%d] (%q, %q): expires_in %q is not a duration", i, l.Policy, l.Region, l.ExpiresIn)
+			}
+			lease.Expires = now.Add(d)
+		}
+		s.QuotaLeases = append(s.QuotaLeases, lease)
 	}
 	if err := p.err(); err != nil {
 		return nil, err
