@@ -23,6 +23,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/certgen"
 	"github.com/rampart-edge/rampart/l7/h1"
 	"github.com/rampart-edge/rampart/l7/route"
+	"github.com/rampart-edge/rampart/l7/stage"
 )
 
 // The differential check: every request a frontend (rampart's HTTP/1.1
@@ -219,7 +220,7 @@ func compareHead(r *http.Request, f *forwarding, got parsedHead, head string) st
 			want[k] = vv
 		}
 	}
-	want["X-Forwarded-For"] = []string{strings.Join(append(append([]string(nil), r.Header["X-Forwarded-For"]...), clientIP(r.RemoteAddr)), ", ")}
+	want["X-Forwarded-For"] = []string{strings.Join(append(append([]string(nil), r.Header["X-Forwarded-For"]...), stage.ClientIP(r.RemoteAddr)), ", ")}
 	proto := "http"
 	if r.TLS != nil {
 		proto = "https"

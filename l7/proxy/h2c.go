@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/cluster"
+	"github.com/rampart-edge/rampart/l7/stage"
 )
 
 // tryH2C forwards over HTTP/2 to a cluster with protocol h2c (gRPC):
@@ -44,7 +45,7 @@ func (f *forwarding) tryH2C(ep *cluster.Endpoint) outcome {
 		}
 		out.Header[k] = vv
 	}
-	xff := clientIP(r.RemoteAddr)
+	xff := stage.ClientIP(r.RemoteAddr)
 	if prior := r.Header["X-Forwarded-For"]; len(prior) > 0 {
 		xff = joinComma(prior) + ", " + xff
 	}

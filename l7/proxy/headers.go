@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"bufio"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rampart-edge/rampart/l7/stage"
 )
 
 // writeHead writes the upstream request line and header section. The path
@@ -42,7 +43,7 @@ func (f *forwarding) writeHead(bw *bufio.Writer) {
 		_, _ = bw.WriteString(v)
 		_, _ = bw.WriteString(", ")
 	}
-	_, _ = bw.WriteString(clientIP(r.RemoteAddr))
+	_, _ = bw.WriteString(stage.ClientIP(r.RemoteAddr))
 	if r.TLS != nil {
 		_, _ = bw.WriteString("\r\nX-Forwarded-Proto: https\r\n")
 	} else {
@@ -152,11 +153,4 @@ func listedIn(conn []string, k string) bool {
 		}
 	}
 	return false
-}
-
-func clientIP(remote string) string {
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		return host
-	}
-	return remote
 }

@@ -2,7 +2,6 @@ package stage
 
 import (
 	"context"
-	"net"
 	"net/http"
 
 	"github.com/rampart-edge/rampart/l7/auth"
@@ -66,12 +65,7 @@ func (s *quotaSource) Tenant() string                { return s.id.Tenant }
 func (s *quotaSource) KeyID() string                 { return s.id.KeyID }
 func (s *quotaSource) Claim(n string) (string, bool) { return s.id.Claim(n) }
 func (s *quotaSource) Header(name string) string     { return s.r.Header.Get(name) }
-func (s *quotaSource) ClientIP() string {
-	if host, _, err := net.SplitHostPort(s.r.RemoteAddr); err == nil {
-		return host
-	}
-	return s.r.RemoteAddr
-}
+func (s *quotaSource) ClientIP() string              { return ClientIP(s.r.RemoteAddr) }
 func (s *quotaSource) Param(name string) (string, bool) {
 	for i, n := range s.names {
 		if n == name && i < s.m.NParams {

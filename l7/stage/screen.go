@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"net"
 	"net/http"
 	"net/netip"
 	"time"
@@ -34,6 +35,15 @@ func (s *screen) Serve(x *Exchange) Verdict {
 		return Replied
 	}
 	return Continue
+}
+
+// ClientIP is the client's address of a RemoteAddr (ip:port, or as is
+// when it has no port), as quota keys and X-Forwarded-For carry it.
+func ClientIP(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
 }
 
 // clientAddr parses a request's RemoteAddr (ip:port or a bare ip); an
