@@ -4,15 +4,23 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rampart-edge/rampart/format/envelope"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -71,10 +79,10 @@ func TestBuildParseRoundTrip(t *testing.T) {
 	// encoding/json agrees that it is JSON, and what it says.
 	var env struct {
 		Format   string          `json:"format"`
+		Epoch    uint64          `json:"epoch"`
 		Sequence uint64          `json:"sequence"`
 		Created  int64           `json:"created_at_unix_nano"`
-		SHA256   string          `json:"sha256"`
-		List     json.RawMessage `json:"list"`
+		Body     json.RawMessage `json:"body"`
 	}
 	if err := json.Unmarshal(data, &env); err != nil {
 		t.Fatalf("not JSON: %v", err)
@@ -83,9 +91,12 @@ func TestBuildParseRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	sum := sha256.Sum256(env.List)
-	if l.Sequence() != 42 || env.Sequence != 42 || l.Len() != 8 || l.CreatedAt().UnixNano() != t0.UnixNano() ||
-		l.DigestHex() != hex.EncodeToString(sum[:]) || env.SHA256 != l.DigestHex() || env.Format != Format {
+	o, err := envelope.Open(data, pub, Format, nil)
+	if err != nil {
+		t.Fatalf("envelope.Open: %v", err)
+	}
+	if l.Sequence() != 42 || env.Sequence != 42 || env.Epoch != 0 || l.Len() != 8 || l.CreatedAt().UnixNano() != t0.UnixNano() ||
+		l.DigestHex() != hex.EncodeToString(o.Manifest[:]) || !bytes.Equal(env.Body, o.Body()) || env.Format != Format {
 		t.Errorf("got seq %d len %d created %v digest %s; envelope %+v", l.Sequence(), l.Len(), l.CreatedAt(), l.DigestHex(), env)
 	}
 	want := map[Kind]int{KindAPIKeyID: 1, KindJTI: 1, KindSubject: 1, KindTenant: 1, KindCIDR: 4}
@@ -105,10 +116,39 @@ func TestBuildParseRoundTrip(t *testing.T) {
 	}
 }
 
-// resign signs arbitrary list bytes, as a buggy or hostile signer would.
+// resign signs arbitrary list bytes as one block, as a buggy or hostile
+// signer would.
 func resign(list string, seq uint64) []byte {
-	priv, _ := testKey(1)
-	return seal([]byte(list), seq, priv, t0.UnixNano())
+	return resignCut(list, nil, envelope.Version{Sequence: seq})
+}
+
+// resignCut seals list bytes cut at cuts, building the envelope by its
+// documented rules rather than with envelope.Seal, which refuses a body
+// that is not JSON: a hostile signer would not.
+func resignCut(list string, cuts []int, v envelope.Version) []byte {
+	priv, pub := testKey(1)
+	keyID, _ := hex.DecodeString(envelope.KeyID(pub))
+	bounds := append(append([]int{0}, cuts...), len(list))
+	table := []byte(`[`)
+	manifest := sha256.New()
+	for i := 1; i < len(bounds); i++ {
+		sum := sha256.Sum256([]byte(list[bounds[i-1]:bounds[i]]))
+		if i > 1 {
+			table = append(table, ',')
+		}
+		table = fmt.Appendf(table, `[%d,"%x"]`, bounds[i]-bounds[i-1], sum)
+		manifest.Write(binary.BigEndian.AppendUint64(nil, uint64(bounds[i]-bounds[i-1])))
+		manifest.Write(sum[:])
+	}
+	table = append(table, ']')
+	msg := append([]byte(Format), 0)
+	msg = binary.BigEndian.AppendUint64(msg, v.Epoch)
+	msg = binary.BigEndian.AppendUint64(msg, v.Sequence)
+	msg = binary.BigEndian.AppendUint64(msg, uint64(t0.UnixNano()))
+	msg = manifest.Sum(append(msg, keyID...))
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, msg))
+	return fmt.Appendf(nil, `{"format":"%s","epoch":%d,"sequence":%d,"created_at_unix_nano":%d,"key_id":"%x","blocks":%s,"signature":"%s","body":%s}`+"\n",
+		Format, v.Epoch, v.Sequence, t0.UnixNano(), keyID, table, sig, list)
 }
 
 func TestParseRejects(t *testing.T) {
@@ -125,8 +165,32 @@ func TestParseRejects(t *testing.T) {
 	var pretty bytes.Buffer
 	_ = json.Indent(&pretty, good, "", "  ")
 	_, otherPub := testKey(2)
-	l, _ := Parse(good, pub)
-	sum := l.DigestHex()
+	l, err := Parse(good, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, _ := envelope.Open(good, pub, Format, nil)
+	sum := hex.EncodeToString(ob.Blocks()[0].Hash[:])
+	keyID, otherKeyID := envelope.KeyID(pub), envelope.KeyID(otherPub)
+	other := mustBuild(t, sample()[1:], 7, priv)
+	v1, err := os.ReadFile(filepath.Join("testdata", "sample.deny.v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A list of several blocks, and cuts moved off the rule's.
+	bigData := mustBuild(t, mixedEntries(rand.New(rand.NewPCG(5, 6)), 3000), 2, priv)
+	big, err := Parse(bigData, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cuts := big.opened.Cuts()
+	if len(cuts) < 2 {
+		t.Fatalf("a %d-byte list has %d cuts; the test wants several", len(big.raw), len(cuts))
+	}
+	next := func(off int) int { return off + bytes.Index(big.raw[off:], []byte(`,{"kind"`)) + 1 }
+	lateCuts := append(slices.Clone(cuts[:1]), append([]int{next(cuts[1])}, cuts[2:]...)...)
+	midCuts := append(slices.Clone(cuts[:1]), append([]int{cuts[1] + 5}, cuts[2:]...)...)
+	extraCuts := append(slices.Clone(cuts[:1]), append([]int{next(cuts[0])}, cuts[1:]...)...)
 	cases := []struct {
 		name string
 		data []byte
@@ -137,22 +201,32 @@ func TestParseRejects(t *testing.T) {
 		{"tampered expiry", replace(`2030-01-03T03:04:05Z`, `2031-01-03T03:04:05Z`), pub, ErrDigest},
 		{"tampered sequence", replace(`"sequence":7,`, `"sequence":8,`), pub, ErrSignature},
 		{"tampered created", replace(`"created_at_unix_nano":1`, `"created_at_unix_nano":2`), pub, ErrSignature},
-		{"tampered key id", replace(`"key_id":"`, `"key_id":"0`), pub, ErrSignature},
+		{"tampered key id", replace(`"key_id":"`+keyID, `"key_id":"`+otherKeyID), pub, ErrSignature},
+		{"key id length", replace(`"key_id":"`, `"key_id":"0`), pub, ErrMalformed},
 		{"wrong key", good, otherPub, ErrSignature},
 		{"no key", good, nil, ErrSignature},
-		{"unsigned", bytes.Replace(good, good[bytes.Index(good, []byte(`"signature":"`))+13:bytes.Index(good, []byte(`","list"`))], nil, 1), pub, ErrSignature},
+		{"unsigned", bytes.Replace(good, good[bytes.Index(good, []byte(`"signature":"`))+13:bytes.Index(good, []byte(`","body"`))], nil, 1), pub, ErrMalformed},
+		{"another file's signature", append(good[:bytes.Index(good, []byte(`"signature":"`))+13:bytes.Index(good, []byte(`"signature":"`))+13],
+			append(other[bytes.Index(other, []byte(`"signature":"`))+13:bytes.Index(other, []byte(`","body"`))], good[bytes.Index(good, []byte(`","body"`)):]...)...), pub, ErrSignature},
 		{"truncated header", good[:40], pub, ErrMalformed},
 		{"truncated list", good[:len(good)-30], pub, ErrMalformed},
-		{"truncated last brace", good[:len(good)-2], pub, ErrDigest},
+		{"truncated last brace", good[:len(good)-2], pub, ErrMalformed},
+		{"no final newline", good[:len(good)-1], pub, ErrMalformed},
 		{"empty", nil, pub, ErrMalformed},
 		{"unknown field", replace(`{"format"`, `{"extra":1,"format"`), pub, ErrMalformed},
-		{"unknown field last", replace(`"list":`, `"x":1,"list":`), pub, ErrMalformed},
-		{"wrong format", replace(Format, "rampart.deny.v2"), pub, ErrMalformed},
+		{"unknown field last", replace(`"body":`, `"x":1,"body":`), pub, ErrMalformed},
+		{"wrong format", replace(Format, "rampart.deny.v3"), pub, ErrMalformed},
+		{"v1 file", v1, pub, ErrMalformed},
+		{"epoch 1", resignCut(string(l.raw), nil, envelope.Version{Epoch: 1, Sequence: 7}), pub, ErrMalformed},
+		{"one block for a big list", resignCut(string(big.raw), nil, envelope.Version{Sequence: 2}), pub, ErrMalformed},
+		{"a cut one record late", resignCut(string(big.raw), lateCuts, envelope.Version{Sequence: 2}), pub, ErrMalformed},
+		{"a cut inside a record", resignCut(string(big.raw), midCuts, envelope.Version{Sequence: 2}), pub, ErrMalformed},
+		{"an extra cut", resignCut(string(big.raw), extraCuts, envelope.Version{Sequence: 2}), pub, ErrMalformed},
 		{"reformatted", pretty.Bytes(), pub, ErrMalformed},
 		{"trailing garbage", append(bytes.Clone(good), "garbage"...), pub, ErrMalformed},
-		{"trailing object", append(bytes.Clone(good), "{}"...), pub, ErrDigest},
+		{"trailing object", append(bytes.Clone(good), "{}"...), pub, ErrMalformed},
 		{"leading zero", replace(`"sequence":7,`, `"sequence":07,`), pub, ErrMalformed},
-		{"upper-case digest", replace(`"sha256":"`+sum, `"sha256":"`+strings.ToUpper(sum)), pub, ErrMalformed},
+		{"upper-case block hash", replace(`","blocks":[[`+strconv.Itoa(len(l.raw))+`,"`+sum[:8], `","blocks":[[`+strconv.Itoa(len(l.raw))+`,"`+strings.ToUpper(sum[:8])), pub, ErrMalformed},
 		{"too large", make([]byte, MaxFileBytes+1), pub, ErrMalformed},
 		{"signed unknown entry field", resign(entry(`{"kind":"jti","value":"a",`+exp+`,"x":1}`), 1), pub, ErrMalformed},
 		{"signed unknown kind", resign(entry(`{"kind":"ip","value":"a",`+exp+`}`), 1), pub, ErrMalformed},
@@ -192,9 +266,9 @@ func TestParseRejects(t *testing.T) {
 			t.Fatalf("truncated to %d bytes: %v", n, err)
 		}
 	}
-	// Only the final newline may go.
-	if _, err := Parse(good[:len(good)-1], pub); err != nil {
-		t.Errorf("without the final newline: %v", err)
+	// A v1 file is named as such.
+	if _, err := Parse(v1, pub); err == nil || !strings.Contains(err.Error(), "rampart.deny.v1") {
+		t.Errorf("v1 file: %v", err)
 	}
 }
 

@@ -2,9 +2,6 @@ package deny
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net/netip"
@@ -12,17 +9,23 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rampart-edge/rampart/format/envelope"
 )
 
-// FuzzParse: Parse never panics, and whatever it accepts is JSON whose
-// signature verifies with the key over what it says.
+// FuzzParse: Parse never panics, and whatever it accepts is JSON that the
+// envelope verifies, whose entries re-encode to its body and whose cuts
+// are the rule's, and which re-seals to the same bytes.
 func FuzzParse(f *testing.F) {
 	priv, pub := testKey(1)
 	good := mustBuild(f, sample(), 9, priv)
 	f.Add(good)
 	f.Add(mustBuild(f, nil, 1, priv))
 	f.Add(good[:len(good)/2])
-	f.Add([]byte(`{"format":"rampart.deny.v1","sequence":1}`))
+	f.Add([]byte(`{"format":"rampart.deny.v2","epoch":0,"sequence":1}`))
+	if v1, err := os.ReadFile("testdata/sample.deny.v1.json"); err == nil {
+		f.Add(v1)
+	}
 	if golden, err := os.ReadFile("testdata/sample.deny.json"); err == nil {
 		f.Add(golden)
 	}
@@ -32,27 +35,33 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		var env struct {
-			Format    string          `json:"format"`
-			Sequence  uint64          `json:"sequence"`
-			Created   int64           `json:"created_at_unix_nano"`
-			SHA256    string          `json:"sha256"`
-			KeyID     string          `json:"key_id"`
-			Signature string          `json:"signature"`
-			List      json.RawMessage `json:"list"`
+			Format    string            `json:"format"`
+			Epoch     uint64            `json:"epoch"`
+			Sequence  uint64            `json:"sequence"`
+			Created   int64             `json:"created_at_unix_nano"`
+			KeyID     string            `json:"key_id"`
+			Blocks    []json.RawMessage `json:"blocks"`
+			Signature string            `json:"signature"`
+			Body      json.RawMessage   `json:"body"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&env); err != nil || dec.More() {
 			t.Fatalf("accepted, but encoding/json says: %v", err)
 		}
-		sum := sha256.Sum256(env.List)
-		sig, _ := base64.StdEncoding.DecodeString(env.Signature)
-		if env.Format != Format || env.SHA256 != hex.EncodeToString(sum[:]) || env.SHA256 != l.DigestHex() ||
-			env.Sequence != l.Sequence() || env.Created != l.CreatedAt().UnixNano() ||
-			!ed25519.Verify(pub, signedMessage(env.Sequence, env.Created, sum), sig) {
-			t.Fatalf("accepted a file that does not verify: %s", data)
+		o, err := envelope.Open(data, pub, Format, nil)
+		if err != nil || env.Format != Format || env.Epoch != 0 || env.Sequence != l.Sequence() ||
+			env.Created != l.CreatedAt().UnixNano() || hex.EncodeToString(o.Manifest[:]) != l.DigestHex() {
+			t.Fatalf("accepted a file that does not verify (%v): %s", err, data)
 		}
-		checkListAgainstJSON(t, env.List, l)
+		cuts := checkListAgainstJSON(t, env.Body, l)
+		if !slices.Equal(cuts, o.Cuts()) {
+			t.Fatalf("accepted cuts %v, the rule gives %v", o.Cuts(), cuts)
+		}
+		again, err := seal(env.Body, cuts, env.Sequence, priv, env.Created)
+		if err != nil || !bytes.Equal(again, data) {
+			t.Fatalf("accepted a file that does not re-seal to the same bytes (%v)", err)
+		}
 	})
 }
 
@@ -71,7 +80,7 @@ func FuzzDecodeList(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var streamed []netip.Prefix
-		l, err := decodeList(b, func(p netip.Prefix, exp int64) {
+		l, err := decodeList(b, nil, func(p netip.Prefix, exp int64) {
 			if exp > 0 {
 				streamed = append(streamed, p)
 			}
@@ -87,8 +96,9 @@ func FuzzDecodeList(f *testing.F) {
 }
 
 // checkListAgainstJSON decodes list bytes with encoding/json and checks
-// that l holds the same entries and that they re-encode to the same bytes.
-func checkListAgainstJSON(t *testing.T, list []byte, l *List) {
+// that l holds the same entries and that they re-encode to the same bytes;
+// it returns the cuts the rule gives them.
+func checkListAgainstJSON(t *testing.T, list []byte, l *List) []int {
 	var src struct {
 		Entries []struct {
 			Kind      Kind   `json:"kind"`
@@ -103,8 +113,8 @@ func checkListAgainstJSON(t *testing.T, list []byte, l *List) {
 	if len(src.Entries) != l.Len() {
 		t.Fatalf("%d entries, encoding/json sees %d", l.Len(), len(src.Entries))
 	}
-	out := []byte(`{"entries":[`)
-	for i, e := range src.Entries {
+	var ns []norm
+	for _, e := range src.Entries {
 		exp, err := time.Parse(time.RFC3339, e.ExpiresAt)
 		if err != nil {
 			t.Fatalf("accepted expiry %q: %v", e.ExpiresAt, err)
@@ -113,10 +123,7 @@ func checkListAgainstJSON(t *testing.T, list []byte, l *List) {
 		if err != nil {
 			t.Fatalf("accepted an entry normalize refuses: %v", err)
 		}
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = appendEntry(out, &n)
+		ns = append(ns, n)
 		reason := e.Reason
 		if reason == "" {
 			reason = string(e.Kind)
@@ -141,7 +148,9 @@ func checkListAgainstJSON(t *testing.T, list []byte, l *List) {
 			t.Fatalf("entry %+v: Check = %q, %v", e, got, denied)
 		}
 	}
-	if out = append(out, "]}"...); !bytes.Equal(out, list) {
+	out, cuts := encodeList(ns)
+	if !bytes.Equal(out, list) {
 		t.Fatalf("accepted non-canonical bytes:\n%s\nre-encoded:\n%s", list, out)
 	}
+	return cuts
 }

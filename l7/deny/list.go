@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"net/netip"
 	"time"
+
+	"github.com/rampart-edge/rampart/format/envelope"
 )
 
 // List is a verified, indexed deny list. It is immutable: share it freely.
@@ -18,7 +20,8 @@ type List struct {
 	ids     [4]map[string]ref // api_key_id, jti, subject, tenant
 	v4, v6  prefixSet         // IPv4 keys sit in the top 32 bits
 	reasons []string          // interned; an entry with none says its kind
-	raw     []byte            // the canonical list bytes, for ParseNext
+	raw     []byte            // the canonical list bytes (the body), for ParseNext
+	opened  *envelope.Opened  // the file's envelope, for ParseNext's Open
 	// From ParseNext's incremental path: the list this one was derived
 	// from, and the CIDR entries removed and added (a changed one in both).
 	base             *baseID
@@ -83,7 +86,8 @@ func (l *List) CreatedAt() time.Time { return l.created }
 // KeyID names the key that signed the list.
 func (l *List) KeyID() string { return l.keyID }
 
-// DigestHex is the SHA-256 of the list bytes, in hex.
+// DigestHex is the digest of the file's block table (which the signature
+// covers and which fixes every byte of the list), in hex.
 func (l *List) DigestHex() string { return hex.EncodeToString(l.digest[:]) }
 
 // CheckIP reports whether ip lies in an unexpired CIDR entry, with the

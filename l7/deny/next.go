@@ -6,7 +6,10 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sort"
 	"time"
+
+	"github.com/rampart-edge/rampart/format/envelope"
 )
 
 // ParseNext is Parse for a file that replaces prev: it verifies the file
@@ -135,14 +138,117 @@ func commonPrefix(a, b []byte) int {
 	return i
 }
 
+// blockSkip lets the lockstep comparison jump over blocks: the old and new
+// bodies' block tables, as verified by envelope.Open.
+type blockSkip struct{ old, cur []envelope.Block }
+
+// blockAt is the block of bs that holds offset off.
+func blockAt(bs []envelope.Block, off int) (envelope.Block, bool) {
+	i := sort.Search(len(bs), func(i int) bool { return bs[i].Offset+bs[i].Len > off })
+	if i == len(bs) || bs[i].Offset > off {
+		return envelope.Block{}, false
+	}
+	return bs[i], true
+}
+
+// common is commonPrefix(old[oi:], b[ni:]), except that a block of each
+// starting at the same point of the run, with the same hash and length, is
+// skipped without reading it: Open verified that both hash to that value.
+func (s *blockSkip) common(old, b []byte, oi, ni int) int {
+	if s == nil {
+		return commonPrefix(old[oi:], b[ni:])
+	}
+	d := 0
+	for {
+		o, n := oi+d, ni+d
+		bo, okO := blockAt(s.old, o)
+		bn, okN := blockAt(s.cur, n)
+		if !okO || !okN {
+			return d + commonPrefix(old[o:], b[n:])
+		}
+		if bo.Offset == o && bn.Offset == n && bo.Len == bn.Len && bo.Hash == bn.Hash {
+			d += bo.Len
+			continue
+		}
+		m := min(bo.Offset+bo.Len-o, bn.Offset+bn.Len-n)
+		k := commonPrefix(old[o:o+m], b[n:n+m])
+		if d += k; k < m {
+			return d
+		}
+	}
+}
+
+const head = `{"entries":[`
+
+// newBlocksCut reports whether the blocks of b that prev does not have
+// (prev's were checked when it was parsed) are cut where the rule says:
+// a block is cut the same way wherever it stands, so a block equal to one
+// of prev's is cut right. Records are decoded only far enough to find
+// their ends; anything odd is left to the full decode to report.
+func newBlocksCut(prev []envelope.Block, b []byte, cur []envelope.Block) bool {
+	known := make(map[[32]byte]bool, len(prev))
+	for _, p := range prev {
+		known[p.Hash] = true
+	}
+	var buf recBufs
+	for _, blk := range cur {
+		if known[blk.Hash] {
+			continue
+		}
+		i, end := blk.Offset, blk.Offset+blk.Len
+		c := cutter{start: i}
+		if i == 0 {
+			i = len(head) // b starts with head (checked by the caller)
+		}
+		for {
+			if i < len(b) && b[i] == ']' { // the end of the list
+				if i+2 != end || end != len(b) {
+					return false
+				}
+				break
+			}
+			r, ok := decodeRec(b, i, &buf)
+			if !ok || r.end >= end {
+				return false
+			}
+			if b[r.end] != ',' {
+				if b[r.end] != ']' || r.end+2 != end || end != len(b) {
+					return false
+				}
+				break
+			}
+			fire := c.after(b[i:r.end], r.end+1)
+			if r.end+1 == end {
+				if !fire || end == len(b) {
+					return false
+				}
+				break
+			}
+			if fire {
+				return false
+			}
+			i = r.end + 1
+		}
+	}
+	return true
+}
+
 // decodeNext derives the list for new list bytes b from prev, or returns
 // nil when prev has no bytes, the difference is large, or anything is
-// wrong (the caller decodes b in full, which reports the error).
-func decodeNext(prev *List, b []byte) *List {
+// wrong (the caller decodes b in full, which reports the error). blocks,
+// when prev has a block table too, are b's (both verified): the blocks
+// b shares with prev are skipped, and the new ones must be cut by the rule.
+func decodeNext(prev *List, b []byte, blocks []envelope.Block) *List {
 	old := prev.raw
-	const head = `{"entries":[`
 	if old == nil || !bytes.HasPrefix(b, []byte(head)) || !bytes.HasSuffix(b, []byte("]}")) {
 		return nil
+	}
+	var skip *blockSkip
+	if blocks != nil && prev.opened != nil {
+		skip = &blockSkip{old: prev.opened.Blocks(), cur: blocks}
+		if !newBlocksCut(skip.old, b, blocks) {
+			return nil
+		}
 	}
 	limit := incrementalLimit(prev.Len())
 	var buf recBufs
@@ -165,7 +271,7 @@ func decodeNext(prev *List, b []byte) *List {
 	}
 	for {
 		if oc == nil && nc == nil {
-			d := commonPrefix(old[oi:], b[ni:])
+			d := skip.common(old, b, oi, ni)
 			if oi+d == len(old) && ni+d == len(b) {
 				break // the rest is the same
 			}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rampart-edge/rampart/format/envelope"
 )
 
 // diffLists says how a and b differ as indexes (reasons compared as text).
@@ -93,7 +95,7 @@ func TestParseNext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l := decodeNext(prev, want.raw); len(es) > 0 && l == nil {
+		if l := decodeNext(prev, want.raw, want.opened.Blocks()); len(es) > 0 && l == nil {
 			t.Fatalf("round %d: the incremental path gave up", round)
 		}
 		got, err := ParseNext(prev, data, pub)
@@ -141,7 +143,7 @@ func TestParseNext(t *testing.T) {
 		"trailing":  raw[:len(raw)-2] + ",]}",
 		"garbage":   raw[:e9] + "x" + raw[e9:],
 	} {
-		data := resign(list, 99)
+		data := resignCut(list, ruleCuts(list), envelope.Version{Sequence: 99})
 		_, werr := Parse(data, pub)
 		_, gerr := ParseNext(prev, data, pub)
 		if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
@@ -195,17 +197,42 @@ func TestParseNextStream(t *testing.T) {
 	// Two entries added: incremental, nothing streamed.
 	streamed = nil
 	next := mustBuild(t, append(slices.Clone(other), mixedEntries(rng, 2)...), 3, priv)
-	if l2, err := ParseNextStream(l, next, pub, fn); err != nil || len(streamed) != 0 || l2.base == nil {
+	l2, err := ParseNextStream(l, next, pub, fn)
+	if err != nil || len(streamed) != 0 || l2.base == nil {
 		t.Fatalf("a 2-entry change: %v, %d streamed, incremental %v", err, len(streamed), l2 != nil && l2.base != nil)
+	}
+	// Only the blocks the two entries fell in were hashed.
+	if st, n := l2.opened.Stat, len(l2.opened.Blocks()); n < 10 || st.Hashed > 2 || st.Reused != n-st.Hashed {
+		t.Fatalf("a 2-entry change of %d blocks: %+v", n, st)
 	}
 	// A bad record late in the list: refused like Parse, after streaming.
 	streamed = nil
 	raw := string(want.raw)
 	i := strings.LastIndex(raw, `{"kind":"cidr"`)
-	bad := resign(raw[:i]+`{"kind":"cidr","value":"1.2.3.4/8","expires_at":"2030-01-02T04:04:05Z"},`+raw[i:], 4)
+	badRaw := raw[:i] + `{"kind":"cidr","value":"1.2.3.4/8","expires_at":"2030-01-02T04:04:05Z"},` + raw[i:]
+	bad := resignCut(badRaw, ruleCuts(badRaw), envelope.Version{Sequence: 4})
 	_, perr := Parse(bad, pub)
 	if _, err := ParseNextStream(prev, bad, pub, fn); err == nil || perr == nil || err.Error() != perr.Error() || len(streamed) == 0 {
 		t.Fatalf("bad file: ParseNextStream %v (%d streamed), Parse %v", err, len(streamed), perr)
+	}
+}
+
+// ruleCuts cuts list bytes by the rule, finding records by their starts
+// (test lists have no `,{"kind":"` inside values).
+func ruleCuts(list string) []int {
+	var c cutter
+	var cuts []int
+	rec := len(head)
+	for {
+		j := strings.Index(list[rec:], `,{"kind":"`)
+		if j < 0 {
+			return cuts
+		}
+		end := rec + j + 1
+		if c.after([]byte(list[rec:end-1]), end) {
+			cuts = append(cuts, end)
+		}
+		rec = end
 	}
 }
 
@@ -237,7 +264,7 @@ func indexFrom(s string, from int, sub string) int {
 func FuzzParseNext(f *testing.F) {
 	priv, pub := testKey(1)
 	prevs := []*List{}
-	for _, es := range [][]Entry{sample(), nil, mixedEntries(rand.New(rand.NewPCG(1, 2)), 60)} {
+	for _, es := range [][]Entry{sample(), nil, mixedEntries(rand.New(rand.NewPCG(1, 2)), 60), mixedEntries(rand.New(rand.NewPCG(3, 4)), 2000)} {
 		l, err := Parse(mustBuild(f, es, 1, priv), pub)
 		if err != nil {
 			f.Fatal(err)
@@ -252,8 +279,8 @@ func FuzzParseNext(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
 		prev := prevs[int(which)%len(prevs)]
-		want, err := decodeList(b, nil)
-		got := decodeNext(prev, b)
+		want, err := decodeList(b, nil, nil)
+		got := decodeNext(prev, b, nil)
 		if err != nil {
 			if got != nil {
 				t.Fatalf("decodeList refuses (%v), decodeNext accepts: %s", err, b)
@@ -265,7 +292,32 @@ func FuzzParseNext(f *testing.F) {
 				t.Fatalf("differs from decodeList: %s\n%s", d, b)
 			}
 		}
+		// With block tables (b cut by the rule as far as a plain search
+		// finds records): blocks shared with prev are skipped unread.
+		cuts := ruleCuts(string(b))
+		want, err = decodeList(b, &cutCheck{cuts: cuts}, nil)
+		got = decodeNext(prev, b, blocksOf(b, cuts))
+		if err != nil {
+			if got != nil {
+				t.Fatalf("decodeList refuses (%v), decodeNext with blocks accepts: %s", err, b)
+			}
+			return
+		}
+		if got != nil {
+			if d := diffLists(want, got); d != "" {
+				t.Fatalf("with blocks, differs from decodeList: %s\n%s", d, b)
+			}
+		}
 	})
+}
+
+func blocksOf(b []byte, cuts []int) []envelope.Block {
+	bounds := append(append([]int{0}, cuts...), len(b))
+	out := make([]envelope.Block, 0, len(bounds)-1)
+	for i := 1; i < len(bounds); i++ {
+		out = append(out, envelope.Block{Offset: bounds[i-1], Len: bounds[i] - bounds[i-1], Hash: sha256.Sum256(b[bounds[i-1]:bounds[i]])})
+	}
+	return out
 }
 
 // BenchmarkParseNext1M: a 1,000,000-CIDR file with 2 entries added (IPv4

@@ -3,14 +3,11 @@ package deny
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
-	"github.com/rampart-edge/rampart/l7/snapshot"
+	"github.com/rampart-edge/rampart/format/envelope"
 )
 
 // Parse verifies a deny file against a public key and indexes it. It
@@ -26,103 +23,51 @@ func parse(prev *List, data []byte, pub ed25519.PublicKey, fn CIDRFunc) (*List, 
 	if len(pub) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("%w: public key is %d bytes, want %d", ErrSignature, len(pub), ed25519.PublicKeySize)
 	}
-	s := scanner{b: bytes.TrimSuffix(data, []byte("\n"))}
-	fail := func(what string) (*List, error) {
-		return nil, fmt.Errorf("%w: %s at byte %d", ErrMalformed, what, s.i)
+	var po *envelope.Opened
+	if prev != nil {
+		po = prev.opened
 	}
-	if !s.lit(`{"format":`) {
-		return fail(`want {"format":`)
+	o, err := envelope.OpenLimit(data, pub, Format, po, MaxFileBytes)
+	if err != nil {
+		return nil, openError(data, err)
 	}
-	if f, ok := s.raw(); !ok || string(f) != Format {
-		return nil, fmt.Errorf("%w: format %q, want %q", ErrMalformed, f, Format)
+	if o.Version.Epoch != 0 {
+		return nil, fmt.Errorf("%w: epoch %d: a deny list has epoch 0 (it is ordered by sequence alone)", ErrMalformed, o.Version.Epoch)
 	}
-	var seq, created uint64
-	var ok bool
-	if !s.lit(`,"sequence":`) {
-		return fail(`want ,"sequence":`)
-	}
-	if seq, ok = s.uint(); !ok {
-		return fail("bad sequence")
-	}
-	if !s.lit(`,"created_at_unix_nano":`) {
-		return fail(`want ,"created_at_unix_nano":`)
-	}
-	neg := s.lit("-")
-	if created, ok = s.uint(); !ok || created > math.MaxInt64 || neg && created == 0 {
-		return fail("bad created_at_unix_nano")
-	}
-	createdNs := int64(created)
-	if neg {
-		createdNs = -createdNs
-	}
-	if !s.lit(`,"sha256":`) {
-		return fail(`want ,"sha256":`)
-	}
-	sum, ok := s.raw()
-	var want [32]byte
-	if !ok || len(sum) != 64 || !lowerHex(sum, want[:]) {
-		return fail("sha256 is not 64 lower-case hex digits")
-	}
-	if !s.lit(`,"key_id":`) {
-		return fail(`want ,"key_id":`)
-	}
-	keyID, ok := s.raw()
-	if !ok || len(keyID) > 64 {
-		return fail("bad key_id")
-	}
-	if !s.lit(`,"signature":`) {
-		return fail(`want ,"signature":`)
-	}
-	sigText, ok := s.raw()
-	if !ok {
-		return fail("bad signature")
-	}
-	if !s.lit(`,"list":`) {
-		return fail(`want ,"list":`)
-	}
-	if len(s.b) == 0 || s.b[len(s.b)-1] != '}' || s.i > len(s.b)-1 {
-		return fail("want the file to end with }")
-	}
-	list := s.b[s.i : len(s.b)-1]
-
-	// ParseNext: the changed records are decoded while the digest is
-	// computed (two cores); the result is used only if the file verifies.
-	var next chan *List
-	if prev != nil && prev.raw != nil {
-		next = make(chan *List, 1)
-		go func() { next <- decodeNext(prev, list) }()
-	}
-	digest := sha256.Sum256(list)
-	if digest != want {
-		return nil, fmt.Errorf("%w: file says %.16s…, list hashes to %x…", ErrDigest, sum, digest[:8])
-	}
-	sig, err := base64.StdEncoding.Strict().DecodeString(string(sigText))
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return nil, fmt.Errorf("%w: signature is not %d base64 bytes", ErrSignature, ed25519.SignatureSize)
-	}
-	if !ed25519.Verify(pub, signedMessage(seq, createdNs, digest), sig) {
-		return nil, fmt.Errorf("%w: not signed by key %s (file names key %q)", ErrSignature, snapshot.KeyID(pub), keyID)
-	}
-	if id := snapshot.KeyID(pub); string(keyID) != id {
-		return nil, fmt.Errorf("%w: file names key %q but is signed by %s", ErrSignature, keyID, id)
-	}
+	body := o.Body()
 	var l *List
-	if next != nil {
-		l = <-next
+	if po != nil && prev.raw != nil {
+		l = decodeNext(prev, body, o.Blocks())
 	}
 	if l == nil {
-		if l, err = decodeList(list, fn); err != nil {
+		if l, err = decodeList(body, &cutCheck{cuts: o.Cuts()}, fn); err != nil {
 			return nil, err
 		}
 	}
-	l.raw = list
-	l.seq, l.created, l.digest, l.keyID = seq, time.Unix(0, createdNs), digest, string(keyID)
+	l.raw, l.opened = body, o
+	l.seq, l.created, l.digest, l.keyID = o.Version.Sequence, o.Created, o.Manifest, o.KeyID
 	return l, nil
 }
 
+// openError files an envelope error under this package's sentinels (both
+// match with errors.Is).
+func openError(data []byte, err error) error {
+	switch {
+	case errors.Is(err, envelope.ErrFormat) && bytes.HasPrefix(data, []byte(`{"format":"rampart.deny.v1",`)):
+		return fmt.Errorf("%w: a rampart.deny.v1 file (the format before the signed envelope): this version reads only %s; build it again with `rampart deny build`: %w",
+			ErrMalformed, Format, err)
+	case errors.Is(err, envelope.ErrDigest):
+		return fmt.Errorf("%w: %w", ErrDigest, err)
+	case errors.Is(err, envelope.ErrSignature), errors.Is(err, envelope.ErrKeyID):
+		return fmt.Errorf("%w: %w", ErrSignature, err)
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
+}
+
 // decodeList parses the canonical list bytes and indexes the entries,
-// giving each CIDR entry to fn (if not nil) once it is validated.
-func decodeList(b []byte, fn CIDRFunc) (*List, error) {
+// checking the block cuts against the rule (cc, if not nil) and giving
+// each CIDR entry to fn (if not nil) once it is validated.
+func decodeList(b []byte, cc *cutCheck, fn CIDRFunc) (*List, error) {
 	s := scanner{b: b}
 	var bl builder
 	bl.init(b)
@@ -138,10 +83,15 @@ func decodeList(b []byte, fn CIDRFunc) (*List, error) {
 	if !s.lit(`{"entries":[`) {
 		return malformed(`want {"entries":[`)
 	}
+	rec := s.i
 	for i := 0; !s.lit("]"); i++ {
 		if i > 0 && !s.lit(",") {
 			return malformed("want , or ]")
 		}
+		if i > 0 && cc != nil && !cc.at(b[rec:s.i-1], s.i) {
+			return malformed("the blocks are not cut where the rule puts cuts (not the canonical encoding)")
+		}
+		rec = s.i
 		if bl.n >= MaxEntries {
 			return malformed(fmt.Sprintf("more than %d entries", MaxEntries))
 		}
@@ -221,6 +171,9 @@ func decodeList(b []byte, fn CIDRFunc) (*List, error) {
 	}
 	if !s.lit("}") || s.i != len(s.b) {
 		return malformed("want }, then the end of the list")
+	}
+	if cc != nil && !cc.done() {
+		return malformed("the blocks are not cut where the rule puts cuts (not the canonical encoding)")
 	}
 	return bl.finish(), nil
 }

@@ -1,25 +1,6 @@
 package deny
 
-import "math"
-
-func lowerHex(src, dst []byte) bool {
-	for i, c := range src {
-		var v byte
-		switch {
-		case c >= '0' && c <= '9':
-			v = c - '0'
-		case c >= 'a' && c <= 'f':
-			v = c - 'a' + 10
-		default:
-			return false
-		}
-		dst[i/2] = dst[i/2]<<4 | v
-	}
-	return true
-}
-
-// scanner reads the canonical encoding: literals, unsigned decimals without
-// leading zeros, and strings.
+// scanner reads the canonical list encoding: literals and strings.
 type scanner struct {
 	b []byte
 	i int
@@ -31,21 +12,6 @@ func (s *scanner) lit(l string) bool {
 	}
 	s.i += len(l)
 	return true
-}
-
-func (s *scanner) uint() (uint64, bool) {
-	start := s.i
-	var v uint64
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		d := uint64(s.b[s.i] - '0')
-		if v > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-		s.i++
-	}
-	n := s.i - start
-	return v, n > 0 && (n == 1 || s.b[start] != '0')
 }
 
 // raw reads a string with no escapes and no control characters.
