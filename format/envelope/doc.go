@@ -48,6 +48,10 @@
 //   - Open(file, pub, format, prev) and OpenLimit(…, maxBytes) verify one
 //     (DefaultMaxFileBytes = 512 MiB) and return *Opened: Format, Version,
 //     Created, KeyID, Manifest, Stat, Body(), Blocks(), Cuts().
+//   - Peek(file) reads the header (format, version, created, key id,
+//     manifest digest) without verifying anything, for reporting only.
+//   - ContentCuts(body, min, avg, max) picks content-defined cuts (a gear
+//     hash), so an edit changes only the blocks around it.
 //   - Errors, for errors.Is: ErrTooLarge (over the size bound), ErrMalformed
 //     (framing), ErrFormat (another format; the message names the file's),
 //     ErrKeyID (key_id is not the verifying key's), ErrSignature, ErrDigest

@@ -362,3 +362,21 @@ func TestIncrementalOpen(t *testing.T) {
 		t.Errorf("other key, same body: %v, stat %+v", err, o4)
 	}
 }
+
+func TestPeek(t *testing.T) {
+	f := seal(t, testBody, 4)
+	h, err := Peek(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := Open(f, testPub(), testFormat, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Format != testFormat || h.Version != o.Version || !h.Created.Equal(o.Created) || h.KeyID != o.KeyID || h.Manifest != o.Manifest {
+		t.Errorf("Peek %+v differs from Open %+v", h, o)
+	}
+	if _, err := Peek(f[:40]); !errors.Is(err, ErrMalformed) {
+		t.Errorf("Peek of a truncated file: %v", err)
+	}
+}

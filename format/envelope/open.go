@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -137,6 +138,7 @@ func OpenLimit(file []byte, pub ed25519.PublicKey, format string, prev *Opened, 
 
 // header is an envelope's fields as parsed, before any check of meaning.
 type header struct {
+	format  string
 	version Version
 	created int64
 	keyID   [KeyIDSize]byte
@@ -145,25 +147,51 @@ type header struct {
 	body    []byte
 }
 
-// parse reads the envelope's framing. It accepts exactly what Seal writes:
+// Header is what an envelope file claims, read without verifying it.
+type Header struct {
+	Format   string
+	Version  Version
+	Created  time.Time
+	KeyID    string
+	Manifest [32]byte // the digest of the claimed block table
+}
+
+// Peek reads an envelope file's header without verifying the signature or
+// the body, for reporting only (the version a source offers, the digest a
+// builder just wrote). The framing must be well formed (ErrMalformed).
+func Peek(file []byte) (*Header, error) {
+	h, err := parse(file, "")
+	if err != nil {
+		return nil, err
+	}
+	return &Header{Format: h.format, Version: h.version, Created: time.Unix(0, h.created),
+		KeyID: hex.EncodeToString(h.keyID[:]), Manifest: manifestDigest(h.blocks)}, nil
+}
+
+// parse reads the envelope's framing; format "" takes any format name. It accepts exactly what Seal writes:
 // the fields in their order, no whitespace, numbers without leading zeros,
 // lower-case hex and padded base64 with clean padding bits.
 func parse(file []byte, format string) (*header, error) {
 	s := scanner{b: file}
+	name := []byte(format) // the file's format name, once read
 	bad := func(what string) error {
-		return fmt.Errorf("%s: %w: at byte %d: %s", format, ErrMalformed, s.i, what)
+		if len(name) == 0 {
+			return fmt.Errorf("%w: at byte %d: %s", ErrMalformed, s.i, what)
+		}
+		return fmt.Errorf("%s: %w: at byte %d: %s", name, ErrMalformed, s.i, what)
 	}
 	if !s.lit(`{"format":"`) {
 		return nil, bad(`want {"format":"`)
 	}
-	name, ok := s.until('"', MaxFormatLen+1)
-	if !ok || checkFormatName(string(name)) != nil {
+	got, ok := s.until('"', MaxFormatLen+1)
+	if !ok || checkFormatName(string(got)) != nil {
 		return nil, bad("format name: want 1 to 128 bytes of [A-Za-z0-9._/-] then a quote")
 	}
-	if string(name) != format {
+	name = got
+	if format != "" && string(name) != format {
 		return nil, fmt.Errorf("%w: the file is format %q, want %q", ErrFormat, name, format)
 	}
-	var h header
+	h := header{format: string(name)}
 	if !s.lit(`","epoch":`) {
 		return nil, bad(`want ","epoch":`)
 	}
