@@ -17,7 +17,10 @@
 //     hide a rewrite); a re-read with the same bytes costs nothing more.
 //     Files are read only if regular, at most MaxBytes (larger ones are
 //     refused by their size, before a byte is read, as too_large).
-//   - A file with the bytes of the document in force is not news.
+//   - The file the document in force came from, rewritten with the same
+//     bytes, is not news (in file mode: the file, whatever the state was
+//     loaded from); another file of the directory with those bytes is
+//     refused as stale like any other equal version.
 //   - A document opens against the one in force (Open gets it as prev, so
 //     a format can verify and decode incrementally).
 //   - Of the documents that opened in one scan, the highest version above

@@ -75,6 +75,7 @@ type current[T any] struct {
 	doc  T
 	v    envelope.Version
 	data []byte
+	path string // the file it came from
 }
 
 // fileState is what Scan remembers of a file between polls.
@@ -341,8 +342,8 @@ func (w *Watcher[T]) look(path string, fs *fileState) (c candidate[T], ok bool) 
 		fs.last = data
 	}
 	cur := w.cur.Load()
-	if cur != nil && bytes.Equal(data, cur.data) {
-		return c, false // in force already (e.g. loaded from the state)
+	if cur != nil && (w.Path != "" || path == cur.path) && bytes.Equal(data, cur.data) {
+		return c, false // in force already (e.g. loaded from the state), rewritten
 	}
 	var prev T
 	if cur != nil {
@@ -367,7 +368,7 @@ func (w *Watcher[T]) apply(path string, doc T, v envelope.Version, data []byte, 
 			return err
 		}
 	}
-	w.cur.Store(&current[T]{doc: doc, v: v, data: data})
+	w.cur.Store(&current[T]{doc: doc, v: v, data: data, path: path})
 	w.log().Info("document in force", "kind", w.name(), "version", v.String(), "file", path,
 		"took", time.Since(start).Round(time.Microsecond))
 	if persist && w.StatePath != "" {

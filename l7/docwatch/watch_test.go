@@ -375,3 +375,26 @@ func TestRunAppliesAndStops(t *testing.T) {
 		t.Error("Run without Open started")
 	}
 }
+
+// In a directory, a copy of the document in force under another name is an
+// equal version (stale); the same file rewritten is not news.
+func TestDirModeCopyOfCurrentIsStale(t *testing.T) {
+	e := newEnv(t)
+	w := e.watcher()
+	w.Dir = e.dir
+	w.Scan()
+	one := build(t, e.priv, v(1, 1), 1)
+	e.write("a", one)
+	w.Scan()
+	inForce(t, w, v(1, 1), 1)
+	e.write("a", one)
+	w.Scan()
+	if got := e.rejected(); len(got) != 0 {
+		t.Fatalf("the file in force, rewritten: refusals %v", got)
+	}
+	e.write("b", one)
+	w.Scan()
+	if got := e.rejected(); len(got) != 1 || got[0] != "stale" {
+		t.Fatalf("a copy under another name: refusals %v, want [stale]", got)
+	}
+}
