@@ -143,12 +143,12 @@ routes:
 		t.Fatal(out)
 	}
 	out, code := run(t, "snapshot", "verify", "-pub", key+".pub", snapPath)
-	if code != 0 || !strings.Contains(out, "version 1.1") || !strings.Contains(out, "sha256 ") {
+	if code != 0 || !strings.Contains(out, "rampart.snapshot.v2 version 1.1") || !strings.Contains(out, "digest ") {
 		t.Fatalf("verify: %d %s", code, out)
 	}
 	data, _ := os.ReadFile(snapPath)
 	tampered := filepath.Join(dir, "tampered.snap")
-	_ = os.WriteFile(tampered, []byte(strings.Replace(string(data), `"timeout_ms":1000`, `"timeout_ms":999`, 1)), 0o644)
+	_ = os.WriteFile(tampered, []byte(strings.Replace(string(data), `"timeout_ms":1000`, `"timeout_ms":1001`, 1)), 0o644)
 	if out, code := run(t, "snapshot", "verify", "-pub", key+".pub", tampered); code == 0 || !strings.Contains(out, "digest mismatch") {
 		t.Fatalf("verify tampered: %d %s", code, out)
 	}

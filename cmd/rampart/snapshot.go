@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/rampart-edge/rampart/l7/snapdir"
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -51,7 +51,7 @@ func snapshotBuild(args []string) error {
 	if *seq != 0 {
 		cfg.Version.Sequence = *seq
 	}
-	priv, err := snapshot.ReadPrivateKey(*keyPath)
+	priv, err := envelope.ReadPrivateKey(*keyPath)
 	if err != nil {
 		return err
 	}
@@ -60,15 +60,15 @@ func snapshotBuild(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *cfgPath, err)
 	}
-	if err := snapdir.WriteFileAtomic(*out, file); err != nil {
+	if err := envelope.WriteFileAtomic(*out, file, 0o644); err != nil {
 		return err
 	}
 	s, err := snapshot.Parse(file, priv.Public().(ed25519.PublicKey))
 	if err != nil {
 		return fmt.Errorf("verify what was written: %w", err)
 	}
-	fmt.Printf("wrote %s: version %s, sha256 %s, %d routes, %d clusters, %d bytes, compiled in %s\n",
-		*out, s.Version, s.DigestHex(), len(cfg.Routes), len(cfg.Clusters), len(file), time.Since(start).Round(time.Millisecond))
+	fmt.Printf("wrote %s: %s version %s, digest %s, %d routes, %d clusters, %d bytes, compiled in %s\n",
+		*out, snapshot.Format, s.Version, s.DigestHex(), len(cfg.Routes), len(cfg.Clusters), len(file), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -80,7 +80,7 @@ func snapshotVerify(args []string) error {
 		fs.Usage()
 		return errors.New("usage: rampart snapshot verify -pub KEY.pub FILE.snap")
 	}
-	pub, err := snapshot.ReadPublicKey(*pubPath)
+	pub, err := envelope.ReadPublicKey(*pubPath)
 	if err != nil {
 		return err
 	}
@@ -92,8 +92,8 @@ func snapshotVerify(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
-	fmt.Printf("ok %s: version %s, sha256 %s, key %s, created %s, %d routes, %d clusters, %d listeners\n",
-		fs.Arg(0), s.Version, s.DigestHex(), s.KeyID, s.CreatedAt.UTC().Format(time.RFC3339),
+	fmt.Printf("ok %s: %s version %s, digest %s, key %s, created %s, %d routes, %d clusters, %d listeners\n",
+		fs.Arg(0), snapshot.Format, s.Version, s.DigestHex(), s.KeyID, s.CreatedAt.UTC().Format(time.RFC3339),
 		len(s.Config.Routes), len(s.Config.Clusters), len(s.Config.Listeners))
 	return nil
 }

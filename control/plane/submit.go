@@ -1,7 +1,6 @@
 package plane
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -138,29 +137,14 @@ func (p *Plane) publish(ctx context.Context, tx store.Tx, cfg *snapshot.Config, 
 	return &r, nil
 }
 
-// fileDigest reads the sha256 field of a snapshot file's envelope, which
-// precedes the config, without decoding the config.
+// fileDigest is the digest a snapshot file just built names (its
+// envelope's manifest digest, what nodes report as active_sha256).
 func fileDigest(file []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(file))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	d, err := snapshot.FileDigest(file)
+	if err != nil {
 		return ""
 	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return ""
-		}
-		if k == "sha256" {
-			var s string
-			_ = json.Unmarshal(v, &s)
-			return s
-		}
-	}
-	return ""
+	return d
 }
 
 // configOf decodes a stored revision's config (verifying its file).

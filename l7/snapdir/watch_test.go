@@ -151,15 +151,15 @@ func TestBadFilesAreRejectedWhileTrafficContinues(t *testing.T) {
 	}{
 		"tampered.snap":    {bytes.Replace(newer, []byte(`"timeout_ms":1000`), []byte(`"timeout_ms":1001`), 1), "digest"},
 		"truncated.snap":   {newer[:len(newer)/3], "malformed"},
-		"unsigned.snap":    {bytes.Replace(newer, []byte(`"signature":"`), []byte(`"signature":"AAAA`), 1), "signature"},
-		"foreign-key.snap": {foreign, "signature"},
+		"bad-sig.snap":     {flipSignature(t, newer), "signature"},
+		"foreign-key.snap": {foreign, "key_id"},
 		"older-epoch.snap": {e.file(snapshot.Version{Epoch: 1, Sequence: 99}, addr), "older_epoch"},
 		"same.snap":        {good, "stale"},
 	}
 	for name, b := range bad {
 		e.write(name, b.data)
 	}
-	for _, reason := range []string{"digest", "malformed", "signature", "older_epoch", "stale"} {
+	for _, reason := range []string{"digest", "malformed", "signature", "key_id", "older_epoch", "stale"} {
 		want := 0.0
 		for _, b := range bad {
 			if b.reason == reason {
@@ -186,6 +186,24 @@ func TestBadFilesAreRejectedWhileTrafficContinues(t *testing.T) {
 	if st.DownloadedVersion != "2.2" || st.DesiredVersion != "2.3" {
 		t.Errorf("status %+v: want downloaded 2.2 and desired 2.3 (the foreign-key file claimed 2.3)", st)
 	}
+}
+
+// flipSignature changes the first character of a file's signature, keeping
+// it well-formed base64.
+func flipSignature(t *testing.T, file []byte) []byte {
+	t.Helper()
+	i := bytes.Index(file, []byte(`"signature":"`))
+	if i < 0 {
+		t.Fatal("no signature in the file")
+	}
+	out := bytes.Clone(file)
+	at := i + len(`"signature":"`)
+	if out[at] == 'A' {
+		out[at] = 'B'
+	} else {
+		out[at] = 'A'
+	}
+	return out
 }
 
 // rejected reads rampart_snapshot_rejected_total{reason} from the registry.
@@ -341,7 +359,7 @@ func TestLastRefusalNamesVersionAndReason(t *testing.T) {
 	e.write("1-2.snap", f)
 	waitFor(t, "the refusal of 1.2", func() bool { return w.LastRefusal() != nil })
 	r := w.LastRefusal()
-	if r.Version != (snapshot.Version{Epoch: 1, Sequence: 2}) || r.Reason != "build" || !strings.Contains(r.Error, "/nonexistent/rampart/cert.pem") ||
+	if r.Version.String() != "1.2" || r.Reason != "build" || !strings.Contains(r.Error, "/nonexistent/rampart/cert.pem") ||
 		!strings.HasSuffix(r.File, "1-2.snap") || r.At.IsZero() {
 		t.Fatalf("refusal %+v", r)
 	}

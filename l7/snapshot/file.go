@@ -3,44 +3,57 @@ package snapshot
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rampart-edge/rampart/format/envelope"
 )
 
-// Format names the snapshot file format; it is part of the signed message.
-const Format = "rampart.snapshot.v1"
+// Format names the snapshot file format: the envelope's format name, part
+// of the signed message. v2 is the shared envelope (format/envelope); a v1
+// file is refused with ErrFormat naming it.
+const Format = "rampart.snapshot.v2"
 
 // MaxFileBytes bounds a snapshot file; larger files are refused.
 const MaxFileBytes = 512 << 20
 
+// Block sizes of a snapshot body (content-defined cuts, see
+// envelope.ContentCuts): a config edit changes the blocks around it only.
+const (
+	minBlock = 16 << 10
+	avgBlock = 64 << 10
+	maxBlock = 256 << 10
+)
+
 // Snapshot is a verified snapshot file.
 type Snapshot struct {
 	Version   Version
-	Digest    [32]byte // SHA-256 of Canonical
+	Digest    [32]byte // the envelope's manifest digest: names the canonical bytes as signed
 	CreatedAt time.Time
 	KeyID     string
-	Canonical []byte
+	Canonical []byte // the envelope's body, a slice of the file
 	Config    *Config
+
+	opened *envelope.Opened // for the next incremental ParseNext
 }
 
 // DigestHex is the digest in hex.
 func (s *Snapshot) DigestHex() string { return hex.EncodeToString(s.Digest[:]) }
 
-type fileEnvelope struct {
-	Format    string          `json:"format"`
-	Version   Version         `json:"version"`
-	CreatedAt int64           `json:"created_at_unix_nano"`
-	SHA256    string          `json:"sha256"`
-	KeyID     string          `json:"key_id"`
-	Signature string          `json:"signature"`
-	Config    json.RawMessage `json:"config"`
-}
+// Errors a snapshot file can fail with; match them with errors.Is. All but
+// ErrInvalid are the envelope's.
+var (
+	ErrTooLarge  = envelope.ErrTooLarge
+	ErrMalformed = envelope.ErrMalformed
+	ErrFormat    = envelope.ErrFormat
+	ErrDigest    = envelope.ErrDigest
+	ErrSignature = envelope.ErrSignature
+	ErrKeyID     = envelope.ErrKeyID
+	ErrInvalid   = errors.New("snapshot config invalid")
+)
 
 // Compile normalises and validates a config and returns its canonical bytes:
 // the compact JSON encoding of the normalised config.
@@ -62,114 +75,89 @@ func Build(c *Config, priv ed25519.PrivateKey, created time.Time) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	digest := sha256.Sum256(canon)
-	pub := priv.Public().(ed25519.PublicKey)
-	env := fileEnvelope{
-		Format:    Format,
-		Version:   c.Version,
-		CreatedAt: created.UnixNano(),
-		SHA256:    hex.EncodeToString(digest[:]),
-		KeyID:     KeyID(pub),
-		Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(priv, signedMessage(c.Version, created.UnixNano(), digest))),
-		Config:    canon,
-	}
-	out, err := json.Marshal(env)
+	return seal(priv, c.Version, created, canon)
+}
+
+func seal(priv ed25519.PrivateKey, v Version, created time.Time, canon []byte) ([]byte, error) {
+	cuts := envelope.ContentCuts(canon, minBlock, avgBlock, maxBlock)
+	out, err := envelope.Seal(priv, Format, envVersion(v), created, canon, cuts)
 	if err != nil {
-		return nil, fmt.Errorf("encode snapshot: %w", err)
+		return nil, fmt.Errorf("snapshot %s: %w", v, err)
 	}
-	return append(out, '\n'), nil
+	if len(out) > MaxFileBytes {
+		return nil, fmt.Errorf("snapshot %s: %d bytes is over the %d limit", v, len(out), MaxFileBytes)
+	}
+	return out, nil
 }
 
-// signedMessage binds the format, version, creation time and digest, so none
-// of the envelope's fields can be changed without breaking the signature.
-func signedMessage(v Version, created int64, digest [32]byte) []byte {
-	m := make([]byte, 0, len(Format)+1+24+32)
-	m = append(m, Format...)
-	m = append(m, 0)
-	m = binary.BigEndian.AppendUint64(m, v.Epoch)
-	m = binary.BigEndian.AppendUint64(m, v.Sequence)
-	m = binary.BigEndian.AppendUint64(m, uint64(created))
-	return append(m, digest[:]...)
+func envVersion(v Version) envelope.Version {
+	return envelope.Version{Epoch: v.Epoch, Sequence: v.Sequence}
 }
 
-// Errors a snapshot file can fail with; match them with errors.Is.
-var (
-	ErrMalformed = errors.New("malformed snapshot file")
-	ErrDigest    = errors.New("snapshot digest mismatch")
-	ErrSignature = errors.New("snapshot signature invalid")
-	ErrKeyID     = errors.New("snapshot key id mismatch")
-	ErrInvalid   = errors.New("snapshot config invalid")
-)
-
-// Parse verifies a snapshot file against a public key and decodes it. The
-// checks run cheapest first: framing, digest, signature, that key_id names
-// the verifying key, then the config is decoded strictly and validated
-// again.
+// Parse verifies a snapshot file against a public key and decodes it: the
+// envelope first (size, framing, format, key id, signature, block digests),
+// then the config is decoded strictly, must carry the envelope's version,
+// and is validated again.
 func Parse(data []byte, pub ed25519.PublicKey) (*Snapshot, error) {
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%w: %d bytes is over the %d limit", ErrMalformed, len(data), MaxFileBytes)
+	return ParseNext(nil, data, pub)
+}
+
+// ParseNext is Parse with the snapshot in force as prev (or nil): blocks of
+// the body equal to prev's are compared instead of hashed again.
+func ParseNext(prev *Snapshot, data []byte, pub ed25519.PublicKey) (*Snapshot, error) {
+	var po *envelope.Opened
+	if prev != nil {
+		po = prev.opened
 	}
-	var env fileEnvelope
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&env); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the snapshot", ErrMalformed)
-	}
-	if env.Format != Format {
-		return nil, fmt.Errorf("%w: format %q, want %q", ErrMalformed, env.Format, Format)
-	}
-	if len(env.Config) == 0 {
-		return nil, fmt.Errorf("%w: no config", ErrMalformed)
-	}
-	digest := sha256.Sum256(env.Config)
-	if hex.EncodeToString(digest[:]) != env.SHA256 {
-		return nil, fmt.Errorf("%w: file says %.16s…, content hashes to %x…", ErrDigest, env.SHA256, digest[:8])
-	}
-	sig, err := base64.StdEncoding.DecodeString(env.Signature)
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return nil, fmt.Errorf("%w: signature is not %d base64 bytes", ErrSignature, ed25519.SignatureSize)
-	}
-	if !ed25519.Verify(pub, signedMessage(env.Version, env.CreatedAt, digest), sig) {
-		return nil, fmt.Errorf("%w: not signed by key %s (file names key %q)", ErrSignature, KeyID(pub), env.KeyID)
-	}
-	// key_id is outside the signed message: check it names the verifying
-	// key, so that no byte of a file that passes can be changed.
-	if id := KeyID(pub); env.KeyID != id {
-		return nil, fmt.Errorf("%w: file names key %q but is signed by key %s", ErrKeyID, env.KeyID, id)
+	o, err := envelope.OpenLimit(data, pub, Format, po, MaxFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot file: %w", err)
 	}
 	var cfg Config
-	cd := json.NewDecoder(bytes.NewReader(env.Config))
+	cd := json.NewDecoder(bytes.NewReader(o.Body()))
 	cd.DisallowUnknownFields()
 	if err := cd.Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("%w: decode config: %w", ErrMalformed, err)
+		return nil, fmt.Errorf("snapshot %s: %w: decode config: %w", o.Version, ErrMalformed, err)
 	}
-	if cfg.Version != env.Version {
-		return nil, fmt.Errorf("%w: config version %s differs from envelope version %s", ErrMalformed, cfg.Version, env.Version)
+	if cd.More() {
+		return nil, fmt.Errorf("snapshot %s: %w: data after the config", o.Version, ErrMalformed)
+	}
+	if envVersion(cfg.Version) != o.Version {
+		return nil, fmt.Errorf("snapshot %s: %w: config version %s differs from the envelope's", o.Version, ErrMalformed, cfg.Version)
 	}
 	if err := Validate(&cfg); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("snapshot %s: %w: %w", o.Version, ErrInvalid, err)
 	}
 	return &Snapshot{
-		Version:   env.Version,
-		Digest:    digest,
-		CreatedAt: time.Unix(0, env.CreatedAt),
-		KeyID:     env.KeyID,
-		Canonical: env.Config,
+		Version:   cfg.Version,
+		Digest:    o.Manifest,
+		CreatedAt: o.Created,
+		KeyID:     o.KeyID,
+		Canonical: o.Body(),
 		Config:    &cfg,
+		opened:    o,
 	}, nil
 }
 
 // PeekVersion reads the version a snapshot file claims without verifying
 // anything; use it only for reporting (the "desired" version).
 func PeekVersion(data []byte) (Version, error) {
-	var env struct {
-		Version Version `json:"version"`
+	h, err := envelope.Peek(data)
+	if err != nil {
+		return Version{}, fmt.Errorf("snapshot file: %w", err)
 	}
-	if err := json.Unmarshal(data, &env); err != nil {
-		return Version{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	if h.Format != Format {
+		return Version{}, fmt.Errorf("snapshot file: %w: the file is format %q, want %q", ErrFormat, h.Format, Format)
 	}
-	return env.Version, nil
+	return Version{Epoch: h.Version.Epoch, Sequence: h.Version.Sequence}, nil
+}
+
+// FileDigest reads the digest a snapshot file claims (Snapshot.Digest once
+// verified) without verifying anything: for a builder's records.
+func FileDigest(data []byte) (string, error) {
+	h, err := envelope.Peek(data)
+	if err != nil {
+		return "", fmt.Errorf("snapshot file: %w", err)
+	}
+	return hex.EncodeToString(h.Manifest[:]), nil
 }

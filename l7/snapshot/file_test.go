@@ -5,6 +5,8 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -54,25 +56,71 @@ func TestBuildAndParseRoundTrip(t *testing.T) {
 	}
 }
 
-// mutateEnvelope decodes a file, lets f change it, and re-encodes it.
-func mutateEnvelope(t *testing.T, file []byte, f func(m map[string]json.RawMessage)) []byte {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(file, &m); err != nil {
-		t.Fatal(err)
+// fixedKey is a key from a fixed seed, for golden files.
+func fixedKey(seed byte) (ed25519.PrivateKey, ed25519.PublicKey) {
+	priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize))
+	return priv, priv.Public().(ed25519.PublicKey)
+}
+
+func minimalConfig() *Config {
+	return &Config{
+		Version:   Version{1, 1},
+		Listeners: []Listener{{Name: "h", Address: "127.0.0.1:80"}},
+		Clusters:  []Cluster{{Name: "c", Endpoints: []Endpoint{{Address: "127.0.0.1:81"}}}},
+		Routes:    []Route{{ID: "r", PathTemplate: "/", UpstreamCluster: "c", TimeoutMs: 10, Methods: []string{"GET"}}},
 	}
-	f(m)
-	out, err := json.Marshal(m)
+}
+
+// The file format, byte for byte: a minimal config signed by a fixed key
+// (Ed25519 signatures are deterministic). go test -update rewrites it.
+func TestFileGolden(t *testing.T) {
+	priv, pub := fixedKey(7)
+	file, err := Build(minimalConfig(), priv, time.Unix(1_800_000_000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	golden(t, "minimal.snap", string(file))
+	s, err := Parse(file, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(file), `{"format":"rampart.snapshot.v2","epoch":1,"sequence":1,"created_at_unix_nano":1800000000000000000,"key_id":"`+KeyID(pub)+`","blocks":[[`) {
+		t.Errorf("file starts %.200s", file)
+	}
+	if d, err := FileDigest(file); err != nil || d != s.DigestHex() {
+		t.Errorf("FileDigest %s, %v; Parse says %s", d, err, s.DigestHex())
+	}
+	if v, err := PeekVersion(file); err != nil || v != s.Version {
+		t.Errorf("PeekVersion %s, %v", v, err)
+	}
+}
+
+// A snapshot file of the old format (testdata/v1.snap, written by the v1
+// code with key seed 7) is refused with an error naming its format.
+func TestOldFormatRefused(t *testing.T) {
+	_, pub := fixedKey(7)
+	old, err := os.ReadFile("testdata/v1.snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Parse(old, pub)
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"rampart.snapshot.v1"`) || !strings.Contains(err.Error(), Format) {
+		t.Fatalf("v1 file: %v, want ErrFormat naming rampart.snapshot.v1 and %s", err, Format)
+	}
+	if _, err := PeekVersion(old); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "rampart.snapshot.v1") {
+		t.Errorf("PeekVersion of a v1 file: %v, want ErrMalformed naming its format", err)
+	}
 }
 
 func TestParseRejectsBadFiles(t *testing.T) {
 	priv, pub := testKeys(t)
 	_, otherPub := testKeys(t)
 	file := buildValid(t, priv)
+	s := string(file)
+	body := func(old, new string) []byte {
+		at := strings.Index(s, `"body":`)
+		return []byte(s[:at] + strings.Replace(s[at:], old, new, 1))
+	}
 	cases := []struct {
 		name string
 		data []byte
@@ -82,29 +130,15 @@ func TestParseRejectsBadFiles(t *testing.T) {
 		{"truncated", file[:len(file)/2], pub, ErrMalformed},
 		{"empty", nil, pub, ErrMalformed},
 		{"not json", []byte("hello"), pub, ErrMalformed},
-		{"trailing data", append(bytes.TrimSpace(append([]byte{}, file...)), []byte(`{"x":1}`)...), pub, ErrMalformed},
-		{"tampered config", bytes.Replace(file, []byte(`"timeout_ms":2000`), []byte(`"timeout_ms":2001`), 1), pub, ErrDigest},
-		{"tampered config with matching digest", func() []byte {
-			return mutateEnvelope(t, file, func(m map[string]json.RawMessage) {
-				cfg := bytes.Replace(m["config"], []byte(`"timeout_ms":2000`), []byte(`"timeout_ms":2001`), 1)
-				m["config"] = cfg
-				m["sha256"] = json.RawMessage(`"` + hexSHA(cfg) + `"`)
-			})
-		}(), pub, ErrSignature},
-		{"unsigned", mutateEnvelope(t, file, func(m map[string]json.RawMessage) { m["signature"] = json.RawMessage(`""`) }), pub, ErrSignature},
-		{"signed by another key", file, otherPub, ErrSignature},
-		{"version raised in envelope", mutateEnvelope(t, file, func(m map[string]json.RawMessage) {
-			m["version"] = json.RawMessage(`{"epoch":9,"sequence":1}`)
-		}), pub, ErrSignature},
-		{"created_at changed", mutateEnvelope(t, file, func(m map[string]json.RawMessage) {
-			m["created_at_unix_nano"] = json.RawMessage(`1`)
-		}), pub, ErrSignature},
-		{"key_id of another key", mutateEnvelope(t, file, func(m map[string]json.RawMessage) {
-			m["key_id"] = json.RawMessage(`"` + KeyID(otherPub) + `"`)
-		}), pub, ErrKeyID},
-		{"key_id missing", mutateEnvelope(t, file, func(m map[string]json.RawMessage) { delete(m, "key_id") }), pub, ErrKeyID},
-		{"unknown format", mutateEnvelope(t, file, func(m map[string]json.RawMessage) { m["format"] = json.RawMessage(`"v0"`) }), pub, ErrMalformed},
-		{"unknown envelope field", mutateEnvelope(t, file, func(m map[string]json.RawMessage) { m["extra"] = json.RawMessage(`1`) }), pub, ErrMalformed},
+		{"trailing data", append(bytes.Clone(file), []byte(`{"x":1}`)...), pub, ErrMalformed},
+		{"whitespace", []byte(strings.Replace(s, `"epoch":3`, `"epoch": 3`, 1)), pub, ErrMalformed},
+		{"tampered config", body(`"timeout_ms":2000`, `"timeout_ms":2001`), pub, ErrDigest},
+		{"signed by another key", file, otherPub, ErrKeyID},
+		{"version raised in envelope", []byte(strings.Replace(s, `"epoch":3,`, `"epoch":9,`, 1)), pub, ErrSignature},
+		{"created_at changed", []byte(strings.Replace(s, `"created_at_unix_nano":1800000000000000000`, `"created_at_unix_nano":1`, 1)), pub, ErrSignature},
+		{"key_id of another key", []byte(strings.Replace(s, KeyID(pub), KeyID(otherPub), 1)), pub, ErrKeyID},
+		{"other format", []byte(strings.Replace(s, Format, "rampart.deny.v2", 1)), pub, ErrFormat},
+		{"too large", make([]byte, MaxFileBytes+1), pub, ErrTooLarge},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +153,7 @@ func TestParseRejectsBadFiles(t *testing.T) {
 // A key_id that is not the verifying key's is refused with both ids named.
 func TestParseKeyIDMismatchNamesBothKeys(t *testing.T) {
 	priv, pub := testKeys(t)
-	file := mutateEnvelope(t, buildValid(t, priv), func(m map[string]json.RawMessage) { m["key_id"] = json.RawMessage(`"0123456789abcdef"`) })
+	file := bytes.Replace(buildValid(t, priv), []byte(KeyID(pub)), []byte("0123456789abcdef"), 1)
 	_, err := Parse(file, pub)
 	if !errors.Is(err, ErrKeyID) || errors.Is(err, ErrSignature) {
 		t.Fatalf("want ErrKeyID (and not ErrSignature), got %v", err)
@@ -128,6 +162,62 @@ func TestParseKeyIDMismatchNamesBothKeys(t *testing.T) {
 		if !strings.Contains(err.Error(), id) {
 			t.Errorf("error %q does not name key %s", err, id)
 		}
+	}
+}
+
+// The signed config must be a config of the envelope's version, and
+// nothing else.
+func TestParseRejectsSignedMismatches(t *testing.T) {
+	priv, pub := testKeys(t)
+	c := loadTestConfig(t, "valid.yaml")
+	canon, err := Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(signRaw(t, priv, Version{3, 15}, canon), pub); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "differs") {
+		t.Errorf("config version differs from the envelope's: %v", err)
+	}
+	extra := append(bytes.TrimSuffix(canon, []byte("}")), []byte(`,"extra":1}`)...)
+	if _, err := Parse(signRaw(t, priv, c.Version, extra), pub); !errors.Is(err, ErrMalformed) {
+		t.Errorf("unknown config field: %v", err)
+	}
+}
+
+// ParseNext with the snapshot in force hashes only the changed blocks.
+func TestParseNextReusesBlocks(t *testing.T) {
+	priv, pub := testKeys(t)
+	c := minimalConfig()
+	for i := 0; i < 3000; i++ {
+		c.Routes = append(c.Routes, Route{ID: fmt.Sprintf("r%d", i), Host: fmt.Sprintf("h%d.example.com", i), PathTemplate: "/x",
+			UpstreamCluster: "c", TimeoutMs: 10, Methods: []string{"GET"}})
+	}
+	f1, err := Build(c, priv, time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := Parse(f1, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := len(s1.opened.Blocks())
+	if blocks < 4 {
+		t.Fatalf("a %d-byte body got %d blocks", len(s1.Canonical), blocks)
+	}
+	c.Version.Sequence = 2
+	c.Routes[2500].TimeoutMs = 20
+	f2, err := Build(c, priv, time.Unix(2, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := ParseNext(s1, f2, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s2.opened.Stat; st.Hashed > 2 || st.Reused < blocks-2 {
+		t.Errorf("one route changed: stat %+v of %d blocks", st, blocks)
+	}
+	if s2.Config.Routes[2500].TimeoutMs != 20 {
+		t.Error("the change is not in the parsed config")
 	}
 }
 
@@ -173,6 +263,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(file)
 	f.Add([]byte(`{"format":"rampart.snapshot.v1"}`))
+	if old, err := os.ReadFile("testdata/v1.snap"); err == nil {
+		f.Add(old)
+	}
 	f.Add(bytes.Replace(file, []byte(KeyID(pub)), []byte("0123456789abcdef"), 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data, pub)
@@ -180,9 +273,9 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		// Anything accepted must be exactly what was signed, by the key
-		// it names.
-		if s.Version != (Version{1, 1}) || s.KeyID != KeyID(pub) {
-			t.Fatalf("accepted a file with version %s, key %q", s.Version, s.KeyID)
+		// it names: the same bytes.
+		if s.Version != (Version{1, 1}) || s.KeyID != KeyID(pub) || !bytes.Equal(data, file) {
+			t.Fatalf("accepted a file with version %s, key %q: %q", s.Version, s.KeyID, data)
 		}
 	})
 }
