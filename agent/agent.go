@@ -18,6 +18,7 @@ import (
 
 	"github.com/rampart-edge/rampart/bpf"
 	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/denywatch"
 	"github.com/rampart-edge/rampart/l7/regionwatch"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
@@ -37,7 +38,7 @@ type Agent struct {
 	vips  *VIPs
 	socks *socketFollower
 	snaps *snapdir.Watcher
-	deny  *deny.Watcher
+	deny  *denywatch.Watcher
 	ac    *anycastFeed         // nil without anycast
 	rs    *regionwatch.Watcher // nil without -region-state
 	rg    *regionGuard
@@ -86,8 +87,8 @@ func New(c Config) (*Agent, error) {
 	a.snaps = &snapdir.Watcher{Dir: c.SnapshotDir, StateDir: c.StateDir, PublicKey: c.PublicKey,
 		Interval: c.Poll, Target: target{a}, Log: c.Logger}
 	if c.DenyFile != "" {
-		a.deny = &deny.Watcher{Path: c.DenyFile, StatePath: filepath.Join(c.StateDir, "deny-state.json"),
-			PublicKey: c.PublicKey, Interval: min(deny.DefaultInterval, c.Poll), Logger: c.Logger,
+		a.deny = &denywatch.Watcher{Path: c.DenyFile, StatePath: filepath.Join(c.StateDir, "deny-state.json"),
+			PublicKey: c.PublicKey, Interval: min(denywatch.DefaultInterval, c.Poll), Logger: c.Logger,
 			OnReject: func(r string) { a.m.denyRejected.WithLabelValues(r).Inc() },
 			OnApply:  func(*deny.List) { a.wake() }, Parse: a.parseDeny}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rampart-edge/rampart/bpf"
 	"github.com/rampart-edge/rampart/bpf/netnstest"
 	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/denywatch"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -58,7 +59,7 @@ func signedDeny(b testing.TB, priv ed25519.PrivateKey, seq uint64, es []deny.Ent
 }
 
 // BenchmarkDenyApply1M times the agent's deny path for a 1,000,000-CIDR
-// channel list (90% IPv4): parse (deny.Watcher.LoadState), union with the
+// channel list (90% IPv4): parse (denywatch.Watcher.LoadState), union with the
 // snapshot's list, map update (syncDeny); for a whole new list, a 2-entry
 // change, a pass with nothing changed, and a restart (a new filter on the
 // same pins, a new agent state: the pinned tries are adopted).
@@ -113,7 +114,7 @@ func BenchmarkDenyApply1M(b *testing.B) {
 		if next {
 			a.deny.StatePath = files[name]
 		} else {
-			a.deny = &deny.Watcher{StatePath: files[name], PublicKey: pub, Logger: a.log, Parse: a.parseDeny}
+			a.deny = &denywatch.Watcher{StatePath: files[name], PublicKey: pub, Logger: a.log, Parse: a.parseDeny}
 		}
 		if err := a.deny.LoadState(); err != nil {
 			b.Fatal(err)

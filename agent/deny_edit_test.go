@@ -14,6 +14,7 @@ import (
 	"github.com/rampart-edge/rampart/bpf"
 	"github.com/rampart-edge/rampart/bpf/netnstest"
 	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/denywatch"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -56,7 +57,7 @@ func TestDenyIncremental(t *testing.T) {
 	t.Cleanup(func() { f.Remove() })
 	act := &activeSnap{snap: &snapshot.Snapshot{Version: snapshot.Version{Epoch: 1, Sequence: 1}}, l4: l4{Deny: snapDeny}}
 	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	a.deny = &deny.Watcher{StatePath: p1, PublicKey: pub, Logger: a.log}
+	a.deny = &denywatch.Watcher{StatePath: p1, PublicKey: pub, Logger: a.log}
 	var st syncState
 	load := func(path, op string) {
 		t.Helper()
@@ -88,7 +89,7 @@ func TestDenyIncremental(t *testing.T) {
 	}
 	// A new watcher and agent state with the same list: nothing written.
 	st = syncState{}
-	a.deny = &deny.Watcher{StatePath: p2, PublicKey: pub, Logger: a.log}
+	a.deny = &denywatch.Watcher{StatePath: p2, PublicKey: pub, Logger: a.log}
 	if err := a.deny.LoadState(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestDenyStreamed(t *testing.T) {
 	t.Cleanup(func() { f.Remove() })
 	act := &activeSnap{snap: &snapshot.Snapshot{Version: snapshot.Version{Epoch: 1, Sequence: 1}}, l4: l4{Deny: snapDeny}}
 	a := &Agent{log: slog.New(slog.NewTextHandler(io.Discard, nil)), c: Config{PublicKey: pub}, f: f}
-	a.deny = &deny.Watcher{PublicKey: pub, Logger: a.log, Parse: a.parseDeny}
+	a.deny = &denywatch.Watcher{PublicKey: pub, Logger: a.log, Parse: a.parseDeny}
 	var st syncState
 	load := func(path string, loadErr bool, op string, fill bool) {
 		t.Helper()

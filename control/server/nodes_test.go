@@ -9,7 +9,7 @@ import (
 
 	"github.com/rampart-edge/rampart/control/model"
 	"github.com/rampart-edge/rampart/control/nodeclient"
-	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/denywatch"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -22,7 +22,7 @@ type fakeProxy struct {
 	active  snapshot.Version
 	applied []snapshot.Version
 	at      map[snapshot.Version]time.Time
-	deny    *deny.Watcher
+	deny    *denywatch.Watcher
 	watch   *snapdir.Watcher
 	refuse  func(snapshot.Version) error // Apply fails with it, like a proxy that cannot build a snapshot
 }
@@ -105,7 +105,7 @@ func (n *node) startProxy(t *testing.T) {
 		PublicKey: testPub, Interval: n.poll, Target: p, Log: logger()}
 	_ = w.LoadLastKnownGood()
 	p.watch = w
-	p.deny = &deny.Watcher{Path: filepath.Join(n.dir, "deny.json"), PublicKey: testPub, Interval: 50 * time.Millisecond, Logger: logger()}
+	p.deny = &denywatch.Watcher{Path: filepath.Join(n.dir, "deny.json"), PublicKey: testPub, Interval: 50 * time.Millisecond, Logger: logger()}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)

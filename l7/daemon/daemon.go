@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rampart-edge/rampart/l7/deny"
+	"github.com/rampart-edge/rampart/l7/denywatch"
 	"github.com/rampart-edge/rampart/l7/handoff"
 	"github.com/rampart-edge/rampart/l7/proxy"
 	"github.com/rampart-edge/rampart/l7/region"
@@ -128,7 +128,7 @@ func Run(ctx context.Context, c Config) error {
 	wctx, stopWatch := context.WithCancel(context.Background())
 	denyDone := make(chan struct{})
 	if c.DenyFile != "" {
-		dw := &deny.Watcher{Path: c.DenyFile, PublicKey: c.PublicKey, Logger: log,
+		dw := &denywatch.Watcher{Path: c.DenyFile, PublicKey: c.PublicKey, Logger: log,
 			OnApply: p.SetDenyList, OnReject: p.RejectDenyList}
 		if c.StateDir != "" {
 			dw.StatePath = filepath.Join(c.StateDir, "deny-state.json")

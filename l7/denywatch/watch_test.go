@@ -1,6 +1,7 @@
-package deny
+package denywatch
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -13,8 +14,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rampart-edge/rampart/l7/snapdir"
+	"github.com/rampart-edge/rampart/format/envelope"
+	"github.com/rampart-edge/rampart/l7/deny"
 )
+
+func testKey(seed byte) (ed25519.PrivateKey, ed25519.PublicKey) {
+	priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize))
+	return priv, priv.Public().(ed25519.PublicKey)
+}
+
+func writeFile(path string, data []byte) error { return envelope.WriteFileAtomic(path, data, 0o644) }
+
+// mustBuild builds a list of seq with the given entries (none: empty).
+func mustBuild(t testing.TB, entries []deny.Entry, seq uint64, priv ed25519.PrivateKey) []byte {
+	t.Helper()
+	data, err := deny.Build(entries, seq, priv, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// bigEntries is n tenants and n distinct IPv4 /32s in a shuffled order, all
+// expiring in an hour.
+func bigEntries(n int, rng *rand.Rand) []deny.Entry {
+	exp := time.Now().Add(time.Hour)
+	out := make([]deny.Entry, 0, 2*n)
+	for i := 0; i < n; i++ {
+		out = append(out, deny.Entry{Kind: deny.KindTenant, Value: fmt.Sprintf("tenant-%07d", i), ExpiresAt: exp})
+		ip := uint32(0x0a000000 + i)
+		out = append(out, deny.Entry{Kind: deny.KindCIDR, Value: fmt.Sprintf("%d.%d.%d.%d/32", byte(ip>>24), byte(ip>>16), byte(ip>>8), byte(ip)), ExpiresAt: exp})
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
 
 type watchEnv struct {
 	t       *testing.T
@@ -38,7 +71,7 @@ func newWatchEnv(t *testing.T, state string) *watchEnv {
 			e.rejects = append(e.rejects, r)
 			e.mu.Unlock()
 		},
-		OnApply: func(l *List) {
+		OnApply: func(l *deny.List) {
 			e.mu.Lock()
 			e.applied = append(e.applied, l.Sequence())
 			e.mu.Unlock()
@@ -52,11 +85,11 @@ func newWatchEnv(t *testing.T, state string) *watchEnv {
 func (e *watchEnv) write(seq uint64) {
 	e.t.Helper()
 	now := time.Now()
-	data, err := Build([]Entry{{Kind: KindTenant, Value: fmt.Sprint("t", seq), ExpiresAt: now.Add(time.Hour)}}, seq, e.priv, now)
+	data, err := deny.Build([]deny.Entry{{Kind: deny.KindTenant, Value: fmt.Sprint("t", seq), ExpiresAt: now.Add(time.Hour)}}, seq, e.priv, now)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := snapdir.WriteFileAtomic(e.w.Path, data); err != nil {
+	if err := writeFile(e.w.Path, data); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -98,24 +131,20 @@ func TestWatcherAppliesEachWrite(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		t.Logf("FIGURE sequence %d applied %s after the write (requirement: < 1 s)", seq, time.Since(start).Round(time.Millisecond))
-		if _, denied := e.w.Current().Check(Query{Tenant: fmt.Sprint("t", seq)}, time.Now()); !denied {
+		if _, denied := e.w.Current().Check(deny.Query{Tenant: fmt.Sprint("t", seq)}, time.Now()); !denied {
 			t.Errorf("sequence %d applied but does not deny its tenant", seq)
 		}
 	}
 	// A 100k-entry list, mixed kinds: its apply time is only logged, as
 	// parse time under the race detector on a busy machine varies.
 	now := time.Now()
-	entries := identityEntries(50_000)
-	entries = append(entries, randomCIDRs(rand.New(rand.NewPCG(1, 1)), 50_000, false)...)
-	for i := range entries {
-		entries[i].ExpiresAt = now.Add(time.Hour)
-	}
-	big, err := Build(entries, 4, e.priv, now)
+	entries := bigEntries(50_000, rand.New(rand.NewPCG(1, 1)))
+	big, err := deny.Build(entries, 4, e.priv, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := snapdir.WriteFileAtomic(e.w.Path, big); err != nil {
+	if err := writeFile(e.w.Path, big); err != nil {
 		t.Fatal(err)
 	}
 	for e.w.Current().Sequence() != 4 {
@@ -145,7 +174,7 @@ func TestWatcherRefusesOlderSequence(t *testing.T) {
 	}
 	// The same sequence with different content is refused too.
 	data := mustBuild(t, nil, 5, e.priv)
-	if err := snapdir.WriteFileAtomic(e.w.Path, data); err != nil {
+	if err := writeFile(e.w.Path, data); err != nil {
 		t.Fatal(err)
 	}
 	e.w.poll()
@@ -203,12 +232,12 @@ func TestWatcherRestartLoadsState(t *testing.T) {
 	if got := r.w.Current().Sequence(); got != 7 {
 		t.Fatalf("after restart sequence %d, want 7", got)
 	}
-	if _, denied := r.w.Current().Check(Query{Tenant: "t7"}, time.Now()); !denied {
+	if _, denied := r.w.Current().Check(deny.Query{Tenant: "t7"}, time.Now()); !denied {
 		t.Error("the persisted list does not deny")
 	}
 	// The same file at the source is not a rejection; an older one is.
 	data, _ := os.ReadFile(e.w.Path)
-	if err := snapdir.WriteFileAtomic(r.w.Path, data); err != nil {
+	if err := writeFile(r.w.Path, data); err != nil {
 		t.Fatal(err)
 	}
 	r.w.poll()
@@ -255,7 +284,7 @@ func TestWatcherSeesSameStampRewrite(t *testing.T) {
 	}
 	// Put the first file back by rename, then rewrite it in place with the
 	// second's bytes and the first's mtime: size, mtime and inode all equal.
-	if err := snapdir.WriteFileAtomic(e.w.Path, first); err != nil {
+	if err := writeFile(e.w.Path, first); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chtimes(e.w.Path, info1.ModTime(), info1.ModTime()); err != nil {
