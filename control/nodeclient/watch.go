@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/deny"
-	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -124,7 +124,7 @@ func (cl *Client) take(body []byte, offered string) error {
 		cl.refuse("snapshot", s.Version, err)
 		return err
 	}
-	if err := snapdir.WriteFileAtomic(filepath.Join(cl.c.SnapshotDir, fileName(s.Version)), body); err != nil {
+	if err := envelope.WriteFileAtomic(filepath.Join(cl.c.SnapshotDir, fileName(s.Version)), body, 0o600); err != nil {
 		cl.mu.Lock()
 		cl.st.LastError = err.Error()
 		cl.mu.Unlock()
@@ -193,7 +193,7 @@ func (cl *Client) takeDeny(body []byte) error {
 		cl.refuse("deny list", snapshot.Version{}, err)
 		return err
 	}
-	if err := snapdir.WriteFileAtomic(cl.c.DenyFile, body); err != nil {
+	if err := envelope.WriteFileAtomic(cl.c.DenyFile, body, 0o600); err != nil {
 		cl.log.Error("cannot hand the deny list over", "err", err)
 		return err
 	}
