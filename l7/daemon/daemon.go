@@ -90,6 +90,7 @@ func Run(ctx context.Context, c Config) error {
 		if rs, err = regionwatch.New(rc); err != nil {
 			return err
 		}
+		live.SetMaxAge(rs.MaxAge()) // the decision uses the stricter of this and the snapshot's bound
 		if err := rs.LoadState(); err != nil {
 			log.Error("region state not used", "err", err)
 		}

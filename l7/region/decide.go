@@ -54,9 +54,10 @@ func (v *View) Decide(rule *Rule, in *Input, out *Decision) {
 
 // fresh reports whether the view's state may be used at now: there is one,
 // and its creation time is within region_state_max_age_ms of now (either
-// way: a producer clock far ahead counts as stale too).
+// way: a producer clock far ahead counts as stale too), or of the
+// stricter bound the Live was given (SetMaxAge).
 func (v *View) fresh(now int64) bool {
-	return !v.state.IsZero() && now <= v.validUntil && now >= v.created-v.p.stateMaxAge
+	return !v.state.IsZero() && now <= v.validUntil && now >= v.created-v.maxAge
 }
 
 // applyHint narrows the candidates to the hinted region when it is one of

@@ -16,9 +16,16 @@ type Live struct {
 	tracker *Tracker
 	state   atomic.Pointer[regionstate.State]
 
+	maxAge atomic.Int64 // ns; 0: only the policies' region_state_max_age_ms
+
 	mu      sync.Mutex // orders Set and Bind: the current binding sees every state
 	current *Binding
 }
+
+// SetMaxAge adds a bound on the state's age (the proxy's
+// -region-state-max-age) to each policy's region_state_max_age_ms: the
+// stricter one applies. Call it before the first Bind.
+func (l *Live) SetMaxAge(d time.Duration) { l.maxAge.Store(int64(d)) }
 
 // NewLive returns a Live without a state (every signal unknown); now nil
 // means time.Now.
@@ -86,7 +93,7 @@ func (b *Binding) refresh(s *regionstate.State) *View {
 	if bv := b.view.Load(); bv != nil && bv.src == s {
 		return bv.v
 	}
-	v := b.live.tracker.View(b.policy, s)
+	v := b.live.tracker.ViewWithin(b.policy, s, time.Duration(b.live.maxAge.Load()))
 	b.view.Store(&boundView{src: s, v: v})
 	return v
 }

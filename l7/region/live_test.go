@@ -78,3 +78,29 @@ func TestLiveConcurrent(t *testing.T) {
 	}()
 	wg.Wait()
 }
+
+// The stricter of the policy's bound (30 s) and the Live's applies.
+func TestLiveMaxAge(t *testing.T) {
+	clock := &fakeClock{t: t0}
+	l := NewLive(clock.now)
+	l.SetMaxAge(5 * time.Second)
+	p, _ := loadPolicy(t, nil)
+	b := l.Bind(p)
+	l.Set(stateAt(t0))
+	var d Decision
+	for _, c := range []struct {
+		at   time.Duration
+		want Reason
+	}{{5 * time.Second, OKPrimary}, {5*time.Second + 1, StateUnknown}, {-5 * time.Second, OKPrimary}, {-5*time.Second - 1, StateUnknown}} {
+		b.View().Decide(p.Rule("update-account"), &Input{Tenant: "acme", Now: t0.Add(c.at).UnixNano()}, &d)
+		if d.Reason != c.want {
+			t.Errorf("state aged %v under a 5 s bound: %s, want %s", c.at, d.Reason, c.want)
+		}
+	}
+	l.SetMaxAge(time.Hour) // looser than the policy's: the policy's 30 s stays
+	b2 := l.Bind(p)
+	b2.View().Decide(p.Rule("update-account"), &Input{Tenant: "acme", Now: t0.Add(31 * time.Second).UnixNano()}, &d)
+	if d.Reason != StateUnknown {
+		t.Errorf("state aged 31 s under bounds 30 s and 1 h: %s, want state_unknown", d.Reason)
+	}
+}

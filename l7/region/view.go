@@ -30,6 +30,7 @@ type View struct {
 	state      envelope.Version // zero: no state
 	created    int64            // the state's creation, unix ns
 	validUntil int64            // unix ns; past it every signal is unknown
+	maxAge     int64            // ns: how old (or far ahead) the state may be
 	regions    []regionSig
 	writers    []int8       // by platform; -1: unknown
 	replicas   []replicaSig // platform*len(regions) + region
@@ -75,14 +76,19 @@ func NewTracker(now func() time.Time) *Tracker {
 	return &Tracker{now: now, regions: map[string]*track{}}
 }
 
-// View returns p under state s (nil: no state) and records which regions
+// View returns p under state s (nil: no state); see ViewWithin.
+func (t *Tracker) View(p *Policy, s *regionstate.State) *View { return t.ViewWithin(p, s, 0) }
+
+// ViewWithin returns p under state s (nil: no state), the state fresh while
+// its age is within the policy's region_state_max_age_ms and, when
+// maxAge > 0, within maxAge too. It records which regions
 // are in service now. A region in service now that was not (unhealthy,
 // draining, serving too old a config, absent, or its last state expired)
 // starts its recovery ramp now. Regions in service in the first fresh
 // state the tracker sees are fully in service.
-func (t *Tracker) View(p *Policy, s *regionstate.State) *View {
+func (t *Tracker) ViewWithin(p *Policy, s *regionstate.State, maxAge time.Duration) *View {
 	now := t.now().UnixNano()
-	v := &View{p: p,
+	v := &View{p: p, maxAge: p.stateMaxAge,
 		regions:   make([]regionSig, len(p.regions)),
 		writers:   make([]int8, len(p.platforms)),
 		replicas:  make([]replicaSig, len(p.platforms)*len(p.regions)),
@@ -94,7 +100,10 @@ func (t *Tracker) View(p *Policy, s *regionstate.State) *View {
 	fresh := false
 	if s != nil {
 		v.state, v.created = s.Version, s.Created.UnixNano()
-		v.validUntil = v.created + p.stateMaxAge
+		if maxAge > 0 && int64(maxAge) < v.maxAge {
+			v.maxAge = int64(maxAge)
+		}
+		v.validUntil = v.created + v.maxAge
 		fresh = v.fresh(now)
 		v.fill(s)
 	}
