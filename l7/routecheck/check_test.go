@@ -84,6 +84,18 @@ func TestCasesPass(t *testing.T) {
 	golden(t, "cases.golden", out)
 }
 
+func TestFailoverCasesPass(t *testing.T) {
+	s, err := LoadState("state-failover.yaml", read(t, "state-failover.yaml"), nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, failed := check(t, "cases-failover.yaml", s)
+	if failed != 0 {
+		t.Errorf("%d cases failed:\n%s", failed, out)
+	}
+	golden(t, "cases-failover.golden", out)
+}
+
 // The signed form of the same state gives the same table.
 func TestSignedStateSameAsFixture(t *testing.T) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -179,6 +191,7 @@ func TestBadRequestNamesTheCase(t *testing.T) {
 func FuzzParseCases(f *testing.F) {
 	f.Add(read(f, "cases.yaml"))
 	f.Add(read(f, "cases-mismatch.yaml"))
+	f.Add(read(f, "cases-failover.yaml"))
 	f.Add([]byte("cases: [{name: a, host: h, path: /, roll: 4294967295, expect: {route: r}}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cases, err := ParseCases(data)
