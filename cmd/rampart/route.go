@@ -39,7 +39,9 @@ func routeCheck(args []string, stdout io.Writer) (int, error) {
 	keyPath := fs.String("key", "", "Ed25519 public key (PEM) that verifies a signed -region-state")
 	casesPath := fs.String("cases", "", "YAML table of cases (required)")
 	nowFlag := fs.String("now", "", "decide as of this RFC 3339 time (default: the signed state's creation time, else now)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0, nil
+	} else if err != nil {
 		return 2, err
 	}
 	if *cfgPath == "" || *casesPath == "" || fs.NArg() != 0 {
