@@ -117,6 +117,14 @@ type Status struct {
 	// the first refusal of its version.
 	RefusedVersion snapshot.Version `json:"refused_version,omitzero"`
 	RefusedReason  string           `json:"refused_reason,omitempty"`
+	// Clusters is the health of the proxy's upstream clusters that have
+	// active health checks, sorted by name.
+	Clusters []ClusterHealth `json:"clusters,omitempty"`
+	// Announcing lists the VIP prefixes the node's anycast agent announces
+	// now (masked prefix text, sorted); AgentSeen says the agent was
+	// asked (an agent that announces nothing reports an empty list).
+	Announcing []string `json:"announcing,omitempty"`
+	AgentSeen  bool     `json:"agent_seen,omitempty"`
 }
 
 // DenyEntry is one entry of the fast deny channel.

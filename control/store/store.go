@@ -92,6 +92,10 @@ type Tx interface {
 	PutFleet(ctx context.Context, f *model.Fleet) error
 	Deny(ctx context.Context) (*model.DenyState, error) // zero state before any
 	PutDeny(ctx context.Context, d *model.DenyState) error
+	// RegionControl is the operator state of regions and platforms
+	// (drains, writers); a zero one before any.
+	RegionControl(ctx context.Context) (*model.RegionControl, error)
+	PutRegionControl(ctx context.Context, c *model.RegionControl) error
 
 	// PutNodeCredential inserts or replaces the credential of a node id
 	// (enrolment, rotation, revocation): the previous token hash of the id

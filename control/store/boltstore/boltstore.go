@@ -41,6 +41,8 @@ var (
 	kFleet = []byte("fleet")
 	kDeny  = []byte("deny")
 	kDenyF = []byte("deny_file")
+	// kRegions holds model.RegionControl (drains, writers).
+	kRegions = []byte("region_control")
 )
 
 // Store is a bbolt-backed store.Store.

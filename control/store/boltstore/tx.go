@@ -208,6 +208,18 @@ func (t *tx) PutDeny(_ context.Context, d *model.DenyState) error {
 	return t.tx.Bucket(bMeta).Put(kDenyF, d.File)
 }
 
+func (t *tx) RegionControl(context.Context) (*model.RegionControl, error) {
+	var c model.RegionControl
+	if err := t.get(bMeta, kRegions, &c); err != nil && err != store.ErrNotFound {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (t *tx) PutRegionControl(_ context.Context, c *model.RegionControl) error {
+	return t.put(bMeta, kRegions, c)
+}
+
 func (t *tx) Emit(_ context.Context, kind, subject string) error {
 	if t.ro {
 		return errReadOnly

@@ -241,6 +241,38 @@ func (t *tx) PutDeny(ctx context.Context, d *model.DenyState) error {
 	return t.putSingleton(ctx, "deny", d, d.File)
 }
 
+func (t *tx) RegionControl(ctx context.Context) (*model.RegionControl, error) {
+	var c model.RegionControl
+	if err := t.one(ctx, &c, "SELECT doc FROM region_control WHERE id = 1"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (t *tx) PutRegionControl(ctx context.Context, c *model.RegionControl) error {
+	if t.ro {
+		return errReadOnly
+	}
+	doc, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(ctx, `INSERT INTO region_control (id, doc, max_writer_epoch) VALUES (1, $1, $2)
+		ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, max_writer_epoch = excluded.max_writer_epoch`, doc, int64(maxWriterEpoch(c)))
+	if err != nil {
+		return fmt.Errorf("postgres store: put region control: %w", err)
+	}
+	return nil
+}
+
+func maxWriterEpoch(c *model.RegionControl) uint64 {
+	var m uint64
+	for _, w := range c.Writers {
+		m = max(m, w.Epoch)
+	}
+	return m
+}
+
 func (t *tx) Emit(ctx context.Context, kind, subject string) error {
 	if t.ro {
 		return errReadOnly

@@ -174,6 +174,7 @@ func Run(t *testing.T, s store.Store) {
 		t.Fatalf("Nodes = %+v, %v", nodes, err)
 	}
 	credentials(t, s)
+	regionControl(t, s)
 	serialWrites(t, s)
 	// Events: the three committed ones, in order, none of the failed transaction.
 	deadline := time.Now().Add(5 * time.Second)
