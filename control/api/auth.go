@@ -22,6 +22,9 @@ const (
 	RoleAdmin Role = "admin" // everything
 	RoleRead  Role = "read"  // every GET of the operator API
 	RoleNode  Role = "node"  // the node endpoints only: watch, deny watch, status
+	// RoleMonitor may only push replica lags (POST /v1/platforms/{p}/lag):
+	// the token a platform's monitoring holds.
+	RoleMonitor Role = "monitor"
 )
 
 // Token is a bearer token known by the SHA-256 of its text.
@@ -129,8 +132,14 @@ func (a *API) guard(need Role, h http.HandlerFunc) http.HandlerFunc {
 			writeJSON(w, http.StatusForbidden, errorBody{Error: fmt.Sprintf("token %q (role %s) may not do this (needs %s)", p.name, p.role, need)})
 			return
 		}
-		h(w, r)
+		h(w, withPrincipal(r, p))
 	}
+}
+
+// who is the name of the token a guarded request came with.
+func who(r *http.Request) string {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	return p.name
 }
 
 // NewToken returns a random token (32 bytes, base64url) and its SHA-256

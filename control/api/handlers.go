@@ -204,7 +204,12 @@ func (a *API) fleet(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fleetView{FleetView: f, Refused: a.refused.list()})
+	rv, err := a.regionsView(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fleetView{FleetView: f, Refused: a.refused.list(), Regions: rv.Regions})
 }
 
 func nonNil[T any](s []T) []T {

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/rampart-edge/rampart/control/model"
 	"github.com/rampart-edge/rampart/control/plane"
 )
 
@@ -42,5 +43,6 @@ func (a *API) enrolled(w http.ResponseWriter, r *http.Request) {
 // requests: ids that tried to report or watch without the right to.
 type fleetView struct {
 	*plane.FleetView
-	Refused []Refusal `json:"refused"`
+	Refused []Refusal            `json:"refused"`
+	Regions []model.RegionHealth `json:"regions"`
 }

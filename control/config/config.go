@@ -46,6 +46,10 @@ type Config struct {
 	Storage      Storage  `yaml:"storage"`
 	WatchTimeout Duration `yaml:"watch_timeout"` // default 30s
 	Rollout      Rollout  `yaml:"rollout"`
+	// Regions is the rule that judges regional health from node reports;
+	// RegionState how often the region-state document is refreshed.
+	Regions     Regions     `yaml:"regions"`
+	RegionState RegionState `yaml:"region_state"`
 
 	// AllowSharedNodeTokens keeps tokens of role node, shared by every
 	// node, working while nodes are enrolled one by one (migration); off
@@ -64,7 +68,7 @@ type TLS struct {
 // Token is a bearer token: its SHA-256 (hex), or a file holding the token.
 type Token struct {
 	Name      string `yaml:"name"`
-	Role      string `yaml:"role"` // admin, read, node (shared: only with allow_shared_node_tokens)
+	Role      string `yaml:"role"` // admin, read, monitor (replica lag pushes only), node (shared: only with allow_shared_node_tokens)
 	SHA256    string `yaml:"sha256"`
 	TokenFile string `yaml:"token_file"`
 }
@@ -104,6 +108,21 @@ type Rollout struct {
 		MaxUnexpectedDifferences *int `yaml:"max_unexpected_differences"` // default 0: pause on any; -1: never
 		MaxListed                int  `yaml:"max_listed"`                 // default 100
 	} `yaml:"shadow"`
+}
+
+// Regions is the regional health rule (plane.RegionRule): a region is
+// healthy when at least MinReadyPercent % of its nodes with a fresh report
+// are ready and, for each critical cluster, at least that share of them
+// report a healthy endpoint of it.
+type Regions struct {
+	MinReadyPercent  int      `yaml:"min_ready_percent"` // 1..100, default 60
+	CriticalClusters []string `yaml:"critical_clusters"` // default none
+	ReportMaxAge     Duration `yaml:"report_max_age"`    // default 10s
+}
+
+// RegionState configures the region-state document's publication.
+type RegionState struct {
+	Refresh Duration `yaml:"refresh"` // a new document at least this often; default 5s, 100ms..1m
 }
 
 // Stage is a rollout stage; region, zone and cohort select its nodes (all
@@ -157,6 +176,11 @@ func (c *Config) defaults() {
 	setDur(&c.WatchTimeout, 30*time.Second)
 	setDur(&c.Storage.Postgres.LeaseTTL, 10*time.Second)
 	setDur(&c.Storage.Postgres.TxIdleTimeout, c.Storage.Postgres.LeaseTTL.D()/2)
+	if c.Regions.MinReadyPercent == 0 {
+		c.Regions.MinReadyPercent = 60
+	}
+	setDur(&c.Regions.ReportMaxAge, 10*time.Second)
+	setDur(&c.RegionState.Refresh, 5*time.Second)
 	r := &c.Rollout
 	setDur(&r.Tick, time.Second)
 	setDur(&r.NodeTimeout, 30*time.Second)
@@ -192,14 +216,28 @@ func (c *Config) validate() error {
 	if c.SigningKey == "" {
 		errs = append(errs, errors.New("signing_key is required"))
 	}
+	if p := c.Regions.MinReadyPercent; p < 1 || p > 100 {
+		errs = append(errs, fmt.Errorf("regions.min_ready_percent %d is outside 1..100", p))
+	}
+	if d := c.Regions.ReportMaxAge.D(); d < 0 {
+		errs = append(errs, fmt.Errorf("regions.report_max_age %s is negative", d))
+	}
+	for i, cl := range c.Regions.CriticalClusters {
+		if cl == "" {
+			errs = append(errs, fmt.Errorf("regions.critical_clusters[%d] is empty", i))
+		}
+	}
+	if d := c.RegionState.Refresh.D(); d < 100*time.Millisecond || d > time.Minute {
+		errs = append(errs, fmt.Errorf("region_state.refresh %s is outside 100ms..1m", d))
+	}
 	if len(c.Tokens) == 0 {
 		errs = append(errs, errors.New("tokens: at least one token is required (the API is never open)"))
 	}
 	for i, t := range c.Tokens {
 		switch api.Role(t.Role) {
-		case api.RoleAdmin, api.RoleRead, api.RoleNode:
+		case api.RoleAdmin, api.RoleRead, api.RoleNode, api.RoleMonitor:
 		default:
-			errs = append(errs, fmt.Errorf("tokens[%d] %q: role %q must be admin, read or node", i, t.Name, t.Role))
+			errs = append(errs, fmt.Errorf("tokens[%d] %q: role %q must be admin, read, monitor or node", i, t.Name, t.Role))
 		}
 		if api.Role(t.Role) == api.RoleNode && !c.AllowSharedNodeTokens {
 			errs = append(errs, fmt.Errorf("tokens[%d] %q: a node token shared by every node lets any holder speak for any node: enrol each node instead (POST /v1/nodes/{id}/enroll), or set allow_shared_node_tokens: true while migrating", i, t.Name))
@@ -252,6 +290,11 @@ func (c *Config) Policy() rollout.Policy {
 		p.Stages = append(p.Stages, st)
 	}
 	return p
+}
+
+// RegionRule is the regional health rule for the plane.
+func (c *Config) RegionRule() plane.RegionRule {
+	return plane.RegionRule{MinReadyPercent: c.Regions.MinReadyPercent, CriticalClusters: c.Regions.CriticalClusters, ReportMaxAge: c.Regions.ReportMaxAge.D()}
 }
 
 // Shadow is the shadow check policy.

@@ -2,6 +2,8 @@ package plane
 
 import (
 	"context"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
@@ -84,9 +86,52 @@ func (p *Plane) Report(ctx context.Context, s model.Status) error {
 	if err := checkText("refused_reason", s.RefusedReason, 2048); err != nil {
 		return err
 	}
+	if err := checkRegionReport(&s); err != nil {
+		return err
+	}
 	if err := p.st.PutNode(ctx, &model.Node{Status: s, SeenAt: time.Now().UTC(), Instance: p.st.Leader().Instance}); err != nil {
 		return err
 	}
 	p.nodeReported(s) // engine.go: wakes the engine when the report can move the rollout
+	p.RegionStateChanged()
+	return nil
+}
+
+// Bounds of the regional parts of a report.
+const (
+	MaxReportClusters   = 4096
+	MaxReportAnnouncing = 4096
+)
+
+// checkRegionReport checks the clusters and announced prefixes of a
+// report, and writes the prefixes canonically (masked, sorted, unique).
+func checkRegionReport(s *model.Status) error {
+	if len(s.Clusters) > MaxReportClusters {
+		return badRequest("%d clusters is over the %d limit", len(s.Clusters), MaxReportClusters)
+	}
+	for i, c := range s.Clusters {
+		if err := checkText("clusters name", c.Name, 256); err != nil || c.Name == "" {
+			return badRequest("clusters[%d]: name %.64q is empty, too long or has a control character", i, c.Name)
+		}
+		if c.Healthy < 0 || c.Total < c.Healthy {
+			return badRequest("clusters[%d] (%s): healthy %d of %d is not 0 <= healthy <= total", i, c.Name, c.Healthy, c.Total)
+		}
+	}
+	if len(s.Announcing) > MaxReportAnnouncing {
+		return badRequest("%d announced prefixes is over the %d limit", len(s.Announcing), MaxReportAnnouncing)
+	}
+	out := make([]string, 0, len(s.Announcing))
+	for i, a := range s.Announcing {
+		pfx, err := netip.ParsePrefix(a)
+		if err != nil {
+			return badRequest("announcing[%d]: %v", i, err)
+		}
+		out = append(out, pfx.Masked().String())
+	}
+	slices.Sort(out)
+	s.Announcing = slices.Compact(out)
+	if len(s.Announcing) > 0 {
+		s.AgentSeen = true
+	}
 	return nil
 }

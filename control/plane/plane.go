@@ -45,6 +45,15 @@ type Options struct {
 	Tick         time.Duration // how often the rollout engine looks; default 1s
 	Refresh      time.Duration // how often the node view is re-read besides events; default 2s
 	Logger       *slog.Logger
+
+	// Regions is the rule that judges each region's health from its
+	// nodes' reports (regionhealth.go).
+	Regions RegionRule
+	// RegionStateRefresh: a new region-state document goes out at least
+	// this often, so its creation time stays fresh for the proxies'
+	// max-age; default 5s. RegionStateMinInterval coalesces changes
+	// closer together than it; default 50ms.
+	RegionStateRefresh, RegionStateMinInterval time.Duration
 }
 
 // Plane is the control plane of one instance.
@@ -64,6 +73,8 @@ type Plane struct {
 	cacheMu sync.Mutex
 	files   map[string][]byte // snapshot files by revision id
 	engMu   sync.Mutex        // one engine step at a time
+
+	rs regionStates // regionstate.go
 }
 
 // New checks the options and returns a Plane; Run starts it.
@@ -92,11 +103,21 @@ func New(o Options) (*Plane, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if err := o.Regions.defaults(); err != nil {
+		return nil, err
+	}
+	if o.RegionStateRefresh <= 0 {
+		o.RegionStateRefresh = 5 * time.Second
+	}
+	if o.RegionStateMinInterval <= 0 {
+		o.RegionStateMinInterval = 50 * time.Millisecond
+	}
 	p := &Plane{o: o, st: o.Store, pub: o.Key.Public().(ed25519.PublicKey), log: o.Logger,
 		refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), files: map[string][]byte{}}
+	p.rs.kick = make(chan struct{}, 1)
 	p.view.Store(&view{})
 	p.hub.init()
-	o.Store.Subscribe(func(model.Event) { p.poke() })
+	o.Store.Subscribe(func(model.Event) { p.poke(); p.RegionStateChanged() })
 	return p, nil
 }
 
@@ -125,6 +146,7 @@ func (p *Plane) Run(ctx context.Context) error {
 		p.log.Warn("initial view", "err", err)
 	}
 	go p.engine(ctx)
+	go p.regionStateLoop(ctx)
 	t := time.NewTicker(p.o.Refresh)
 	defer t.Stop()
 	for {

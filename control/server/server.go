@@ -78,7 +78,8 @@ func Open(cfg *config.Config, o Options) (*Server, error) {
 		tick = o.Tick
 	}
 	p, err := plane.New(plane.Options{Store: st, Key: key, Policy: cfg.Policy(), Shadow: cfg.Shadow(),
-		WatchTimeout: cfg.WatchTimeout.D(), Tick: tick, Logger: log})
+		WatchTimeout: cfg.WatchTimeout.D(), Tick: tick, Logger: log,
+		Regions: cfg.RegionRule(), RegionStateRefresh: cfg.RegionState.Refresh.D()})
 	if err == nil {
 		var a *api.API
 		if a, err = api.New(p, tokens, log); err == nil {
