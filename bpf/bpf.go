@@ -42,7 +42,7 @@ type Filter struct {
 	objs    rampartObjects
 	spec    *ebpf.CollectionSpec
 	ctl     rampartCtl
-	cfg     rampartCfg
+	cfgs    rampartCfgs // both limits slots as in rt_cfg; cfgs.Slot[ctl.CfgIdx&1] is live
 	limits  Limits
 	flipped time.Time            // last switch of the active limits slot
 	links   map[string]link.Link // by pin name
@@ -112,9 +112,15 @@ func Open(pinRoot string, opts *Options) (*Filter, error) {
 	_, err = os.Stat(filepath.Join(pinRoot, "maps", rampartMapRtConnsum))
 	freshSums := errors.Is(err, os.ErrNotExist)
 	f := &Filter{root: pinRoot, spec: spec, links: map[string]link.Link{}, flipped: time.Now()}
-	err = spec.LoadAndAssign(&f.objs, &ebpf.CollectionOptions{
-		Maps: ebpf.MapOptions{PinPath: filepath.Join(pinRoot, "maps")},
-	})
+	mapOpts := ebpf.MapOptions{PinPath: filepath.Join(pinRoot, "maps")}
+	shared, err := dataMaps(spec, mapOpts)
+	if err != nil {
+		return nil, err
+	}
+	err = spec.LoadAndAssign(&f.objs, &ebpf.CollectionOptions{Maps: mapOpts, MapReplacements: shared})
+	for _, m := range shared {
+		m.Close() // LoadAndAssign holds its own handles
+	}
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -139,17 +145,37 @@ func Open(pinRoot string, opts *Options) (*Filter, error) {
 	return f, nil
 }
 
+// dataMaps loads the pinned rt_ctl and rt_cfg (creating and pinning them
+// when missing) for use both under their names and as the data sections
+// .data.ctl and .data.cfg, which the XDP program reads as globals (a direct
+// load, no map lookup). The agent keeps writing them as maps.
+func dataMaps(spec *ebpf.CollectionSpec, opts ebpf.MapOptions) (map[string]*ebpf.Map, error) {
+	out := map[string]*ebpf.Map{}
+	for name, section := range map[string]string{rampartMapRtCtl: ".data.ctl", rampartMapRtCfg: ".data.cfg"} {
+		m, err := ebpf.NewMapWithOptions(spec.Maps[name], opts)
+		if err != nil {
+			for _, m := range out {
+				m.Close()
+			}
+			return nil, fmt.Errorf("bpf: load or create %s under %s (a size or layout change needs Remove): %w", name, opts.PinPath, err)
+		}
+		out[name], out[section] = m, m
+	}
+	return out, nil
+}
+
 // init reads the agent-owned state back from the maps, or writes defaults
 // into fresh ones.
 func (f *Filter) init() error {
 	if err := f.objs.RtCtl.Lookup(uint32(0), &f.ctl); err != nil {
 		return fmt.Errorf("bpf: read rt_ctl: %w", err)
 	}
-	if err := f.objs.RtCfg.Lookup(f.ctl.CfgIdx&1, &f.cfg); err != nil {
+	if err := f.objs.RtCfg.Lookup(uint32(0), &f.cfgs); err != nil {
 		return fmt.Errorf("bpf: read rt_cfg: %w", err)
 	}
-	f.limits = limitsFromCfg(&f.cfg)
-	if f.cfg.Gen == 0 { // fresh maps
+	live := &f.cfgs.Slot[f.ctl.CfgIdx&1]
+	f.limits = limitsFromCfg(live)
+	if live.Gen == 0 { // fresh maps
 		if err := f.SetLimits(Limits{}); err != nil {
 			return err
 		}

@@ -49,7 +49,9 @@ func bucket(name string, rate, burst uint64) (r, b, fill uint64, err error) {
 // SetLimits installs l. Every source's buckets (and the new-source bucket)
 // restart full under the new limits: the config generation stored in each
 // bucket no longer matches. The config is written to the inactive slot, then
-// the slot index is flipped, so a packet never sees half of a change.
+// the slot index is flipped, so a packet never sees half of a change. rt_cfg
+// holds both slots in its one entry: the live slot is rewritten with the
+// bytes it holds, which a packet reading it meanwhile cannot tell apart.
 func (f *Filter) SetLimits(l Limits) error {
 	var c rampartCfg
 	var err error
@@ -71,17 +73,19 @@ func (f *Filter) SetLimits(l Limits) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c.Gen = f.cfg.Gen + 1
+	c.Gen = f.cfgs.Slot[f.ctl.CfgIdx&1].Gen + 1
 	f.waitFlip()
 	ctl := f.ctl
 	ctl.CfgIdx = (f.ctl.CfgIdx + 1) & 1
-	if err := f.objs.RtCfg.Update(ctl.CfgIdx, &c, ebpf.UpdateAny); err != nil {
+	cfgs := f.cfgs
+	cfgs.Slot[ctl.CfgIdx] = c
+	if err := f.objs.RtCfg.Update(uint32(0), &cfgs, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("bpf: write limits: %w", err)
 	}
 	if err := f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("bpf: switch limits: %w", err)
 	}
-	f.ctl, f.cfg, f.limits, f.flipped = ctl, c, limitsFromCfg(&c), time.Now()
+	f.ctl, f.cfgs, f.limits, f.flipped = ctl, cfgs, limitsFromCfg(&c), time.Now()
 	return nil
 }
 

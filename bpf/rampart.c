@@ -46,9 +46,9 @@ struct ctl { __u32 cfg_idx, deny_gen, deny4_n, deny6_n, vip_idx, pad; };
 /* XDP's VIP tables: hashed buckets of exact entries, two halves (vip_idx
  * picks the live one). A v4 slot is addr | port << 32 | proto << 48 | 1 << 56.
  * overflow: the bucket did not hold all its VIPs; look in rt_vip4/6. */
-struct vipt4 { __u64 slot[VIP_SLOTS]; __u32 overflow, pad; };
+struct vipt4 { __u64 slot[VIP_SLOTS]; __u32 overflow, pad; __u64 pad2[3]; }; /* 64 bytes */
 struct vip6_slot { __u32 addr[4]; __u32 pp; /* port | proto << 16 | 1 << 24 */ };
-struct vipt6 { struct vip6_slot slot[VIP_SLOTS]; __u32 overflow, pad; };
+struct vipt6 { struct vip6_slot slot[VIP_SLOTS]; __u32 overflow, pad; __u64 pad2[5]; }; /* 128 */
 
 /* Bursts are in nanotokens (tokens * NS); fill = ns to refill from empty. */
 struct cfg {
@@ -57,6 +57,8 @@ struct cfg {
 	__u64 new_rate, new_burst, new_fill;
 	__u32 max_conns, gen, flags, pad;
 };
+/* Both limits slots; ctl.cfg_idx picks the live one. */
+struct cfgs { struct cfg slot[2]; };
 
 struct bucket { __u64 tokens, ts; };
 /* One source; key 0 is a free slot. seen: last packet (ns). */
@@ -68,10 +70,15 @@ struct newsrc { struct bucket b; __u32 gen, pad; };
 
 #define PINNED __uint(pinning, LIBBPF_PIN_BY_NAME)
 
+/* The agent's control words and limits. Open loads (or creates) and pins
+ * these two maps itself and makes each also back the data section of the
+ * same layout below, so XDP reads them as globals: no lookup per packet. */
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32);
-	 __type(value, struct ctl); PINNED; } rt_ctl SEC(".maps");
-struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2); __type(key, __u32);
-	 __type(value, struct cfg); PINNED; } rt_cfg SEC(".maps");
+	 __type(value, struct ctl); __uint(map_flags, BPF_F_MMAPABLE); PINNED; } rt_ctl SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32);
+	 __type(value, struct cfgs); __uint(map_flags, BPF_F_MMAPABLE); PINNED; } rt_cfg SEC(".maps");
+struct ctl ctl_data SEC(".data.ctl");
+struct cfgs cfg_data SEC(".data.cfg");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32);
 	 __type(value, __u64); PINNED; } rt_clock SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4096); __type(key, struct vip4_key);
@@ -157,25 +164,19 @@ static __always_inline __u64 now_ns(void)
 	return bpf_jiffies64() * rt_jiffy_ns; /* bpf_ktime_get_coarse_ns costs ~20 ns more */
 }
 
-static __always_inline struct ctl *get_ctl(void)
-{
-	__u32 z = 0;
-	return bpf_map_lookup_elem(&rt_ctl, &z);
-}
+/* Each control word is read once per packet: the agent may change it meanwhile. */
+#define CTL(field) (*(volatile __u32 *)&ctl_data.field)
 
-static __always_inline struct cfg *get_cfg(struct ctl *ctl)
+static __always_inline struct cfg *live_cfg(void)
 {
-	__u32 i = ctl->cfg_idx & 1;
-	return bpf_map_lookup_elem(&rt_cfg, &i);
+	return &cfg_data.slot[CTL(cfg_idx) & 1];
 }
 
 /* Malformed or truncated frame: vip says whether its destination address is
  * known to be a VIP address. */
 static __always_inline int malformed(int vip)
 {
-	struct ctl *ctl = get_ctl();
-	struct cfg *c = ctl ? get_cfg(ctl) : 0;
-	__u32 f = c ? c->flags : 0;
+	__u32 f = live_cfg()->flags;
 	int drop = vip ? !(f & F_MALFORMED_VIP_PASS) : !!(f & F_MALFORMED_OTHER_DROP);
 	return drop ? done(R_DROP_MALFORMED, XDP_DROP) : done(R_PASS_MALFORMED, XDP_PASS);
 }
@@ -231,35 +232,43 @@ static __always_inline void reset(struct src_entry *s, struct cfg *c, __u64 now)
 #define DENY 1
 #define SPLIT 2
 
-static __always_inline int deny_lookup(void *lpm, int v6)
+/* The deny trie's value for the source address at saddr (in the packet),
+ * as a /32 (IPv4) or a /plen (IPv6) key. */
+static __always_inline int deny_lookup(void *saddr, int v6, __u32 plen)
 {
 	__u32 z = 0;
 	void *trie = bpf_map_lookup_elem(v6 ? (void *)&rt_deny6 : (void *)&rt_deny4, &z);
 	if (!trie)
 		return 0;
-	__u8 *v = bpf_map_lookup_elem(trie, lpm);
+	__u8 *v;
+	if (v6) {
+		struct lpm6_key k = { .prefixlen = plen };
+		__builtin_memcpy(k.addr, saddr, 16);
+		v = bpf_map_lookup_elem(trie, &k);
+	} else {
+		struct lpm4_key k = { .prefixlen = 32, .addr = *(__u32 *)saddr };
+		v = bpf_map_lookup_elem(trie, &k);
+	}
 	return v ? *v : 0;
 }
 
-/* The verdict of the full IPv6 address in a SPLIT /64: from this CPU's
- * cache when it holds the address for this deny generation, else a /128
- * trie walk (~40-60 ns with a large list), remembered. */
-static __always_inline struct xcache *xslot(struct lpm6_key *lk, __u64 *hi, __u64 *lo)
+/* This CPU's cached exact verdict slot for the IPv6 address hi:lo in a
+ * SPLIT /64 (h = mix(hi)). */
+static __always_inline struct xcache *xslot(__u64 h, __u64 lo)
 {
-	__builtin_memcpy(hi, lk->addr, 8);
-	__builtin_memcpy(lo, &lk->addr[2], 8);
-	__u32 i = mix(*hi ^ mix(*lo)) >> (64 - XCACHE_BITS);
+	__u32 i = mix(h ^ lo) >> (64 - XCACHE_BITS);
 	return bpf_map_lookup_elem(&rt_xcache, &i);
 }
 
-static __always_inline int deny_exact6(struct lpm6_key *lk, __u32 dgen)
+static __always_inline int xhit(struct xcache *x, __u64 hi, __u64 lo, __u32 dgen)
 {
-	__u64 hi, lo;
-	struct xcache *x = xslot(lk, &hi, &lo);
-	if (x && x->hi == hi && x->lo == lo && x->deny_gen == dgen)
-		return x->denied;
-	lk->prefixlen = 128;
-	int d = deny_lookup(lk, 1) == DENY;
+	return x && x->hi == hi && x->lo == lo && x->deny_gen == dgen;
+}
+
+/* The /128 trie walk (~40-60 ns with a large list), remembered in x. */
+static __always_inline int xwalk(struct xcache *x, void *saddr, __u64 hi, __u64 lo, __u32 dgen)
+{
+	int d = deny_lookup(saddr, 1, 128) == DENY;
 	if (x) {
 		x->hi = hi;
 		x->lo = lo;
@@ -269,17 +278,19 @@ static __always_inline int deny_exact6(struct lpm6_key *lk, __u32 dgen)
 	return d;
 }
 
-/* Steps 3-5 for a packet to a VIP:port: deny, per-source buckets, conn cap. */
-static __always_inline int limit(struct ctl *ctl, __u64 key, void *lpm, int v6, int syn)
+/* Steps 3-5 for a packet to a VIP:port: deny, per-source buckets, conn cap.
+ * key: the source's /32 or /64 key; saddr: its address in the packet; lo:
+ * an IPv6 source's last 64 bits. */
+static __always_inline int limit(__u64 key, void *saddr, __u64 lo, int v6, int syn)
 {
 	__u64 h = mix(key);
-	__u32 ci = ctl->cfg_idx & 1, si = h >> rt_src_shift;
-	struct cfg *c = bpf_map_lookup_elem(&rt_cfg, &ci);
+	__u32 si = h >> rt_src_shift;
 	struct src_set *set = bpf_map_lookup_elem(&rt_srcs, &si);
-	if (!c || !set)
+	if (!set)
 		return done(R_PASS_NO_STATE, XDP_PASS);
+	struct cfg *c = live_cfg();
+	__u32 dgen = CTL(deny_gen);
 	__u64 now;
-	__u32 dgen = ctl->deny_gen;
 	struct src_entry *st = 0;
 #pragma unroll
 	for (int w = 0; w < WAYS; w++) {
@@ -292,13 +303,15 @@ static __always_inline int limit(struct ctl *ctl, __u64 key, void *lpm, int v6, 
 	int deny;
 	if (st) {
 		if (st->deny_gen != dgen) {
-			st->denied = deny_lookup(lpm, v6);
+			st->denied = deny_lookup(saddr, v6, 64);
 			asm volatile("" ::: "memory"); /* the verdict before its generation */
 			st->deny_gen = dgen;
 		}
 		deny = st->denied;
-		if (v6 && deny == SPLIT)
-			deny = deny_exact6(lpm, dgen);
+		if (v6 && deny == SPLIT) {
+			struct xcache *x = xslot(h, lo);
+			deny = xhit(x, key, lo, dgen) ? x->denied : xwalk(x, saddr, key, lo, dgen);
+		}
 		if (deny)
 			return done(R_DROP_DENY, XDP_DROP);
 		now = now_ns();
@@ -309,17 +322,17 @@ static __always_inline int limit(struct ctl *ctl, __u64 key, void *lpm, int v6, 
 		struct dcache *d = bpf_map_lookup_elem(&rt_dcache, &di);
 		if (d && d->key == key && d->deny_gen == dgen)
 			return done(R_DROP_DENY, XDP_DROP);
+		struct xcache *x = 0;
 		if (v6) { /* an address this CPU already looked up in a SPLIT /64 */
-			__u64 hi, lo;
-			struct xcache *x = xslot(lpm, &hi, &lo);
-			if (x && x->hi == hi && x->lo == lo && x->deny_gen == dgen) {
+			x = xslot(h, lo);
+			if (xhit(x, key, lo, dgen)) {
 				if (x->denied)
 					return done(R_DROP_DENY, XDP_DROP);
 				deny = SPLIT;
 				goto admit;
 			}
 		}
-		deny = deny_lookup(lpm, v6);
+		deny = deny_lookup(saddr, v6, 64);
 		if (deny == DENY) {
 			if (d) {
 				d->deny_gen = dgen;
@@ -327,7 +340,7 @@ static __always_inline int limit(struct ctl *ctl, __u64 key, void *lpm, int v6, 
 			}
 			return done(R_DROP_DENY, XDP_DROP);
 		}
-		if (v6 && deny == SPLIT && deny_exact6(lpm, dgen))
+		if (v6 && deny == SPLIT && xwalk(x, saddr, key, lo, dgen))
 			return done(R_DROP_DENY, XDP_DROP);
 admit:
 		now = now_ns();
@@ -378,10 +391,10 @@ admit:
 	return done(r, r == R_PASS ? XDP_PASS : XDP_DROP);
 }
 
-static __always_inline int vip4_match(struct ctl *ctl, __u32 addr, __be16 port, __u8 proto)
+static __always_inline int vip4_match(__u32 addr, __be16 port, __u8 proto)
 {
 	__u64 k = addr | (__u64)port << 32 | (__u64)proto << 48 | 1ULL << 56;
-	__u32 i = (ctl->vip_idx & 1) * VIP_BUCKETS + (__u32)(mix(k) >> (64 - VIP_BITS));
+	__u32 i = (CTL(vip_idx) & 1) * VIP_BUCKETS + (__u32)(mix(k) >> (64 - VIP_BITS));
 	struct vipt4 *b = bpf_map_lookup_elem(&rt_vipt4, &i);
 	if (!b)
 		return 0;
@@ -391,13 +404,13 @@ static __always_inline int vip4_match(struct ctl *ctl, __u32 addr, __be16 port, 
 	return b->overflow && bpf_map_lookup_elem(&rt_vip4, &vk);
 }
 
-static __always_inline int vip6_match(struct ctl *ctl, struct in6_addr *a, __be16 port, __u8 proto)
+static __always_inline int vip6_match(struct in6_addr *a, __be16 port, __u8 proto)
 {
 	__u32 a0 = a->in6_u.u6_addr32[0], a1 = a->in6_u.u6_addr32[1];
 	__u32 a2 = a->in6_u.u6_addr32[2], a3 = a->in6_u.u6_addr32[3];
 	__u32 pp = port | (__u32)proto << 16 | 1U << 24;
 	__u64 k = (a0 ^ a1 ^ a2 ^ a3) | (__u64)pp << 32;
-	__u32 i = (ctl->vip_idx & 1) * VIP_BUCKETS + (__u32)(mix(k) >> (64 - VIP_BITS));
+	__u32 i = (CTL(vip_idx) & 1) * VIP_BUCKETS + (__u32)(mix(k) >> (64 - VIP_BITS));
 	struct vipt6 *b = bpf_map_lookup_elem(&rt_vipt6, &i);
 	if (!b)
 		return 0;
@@ -458,11 +471,9 @@ static __always_inline int do_v4(struct iphdr *ip, void *end)
 		return done(R_PASS_NOT_VIP, XDP_PASS);
 	if (rc < 0)
 		return malformed(vip4_addr(ip->daddr));
-	struct ctl *ctl = get_ctl();
-	if (!ctl || !vip4_match(ctl, ip->daddr, port, ip->protocol))
+	if (!vip4_match(ip->daddr, port, ip->protocol))
 		return done(R_PASS_NOT_VIP, XDP_PASS);
-	struct lpm4_key lk = { .prefixlen = 32, .addr = ip->saddr };
-	return limit(ctl, 0xffULL | ((__u64)ip->saddr << 32), &lk, 0, syn);
+	return limit(0xffULL | ((__u64)ip->saddr << 32), &ip->saddr, 0, 0, syn);
 }
 
 static __always_inline int ext_hdr(__u8 nh)
@@ -498,17 +509,15 @@ static __always_inline int do_v6(struct ipv6hdr *ip6, void *end)
 		return done(R_PASS_NOT_VIP, XDP_PASS);
 	if (rc < 0)
 		return malformed(vip6_addr(&ip6->daddr));
-	struct ctl *ctl = get_ctl();
-	if (!ctl || !vip6_match(ctl, &ip6->daddr, port, nh))
+	if (!vip6_match(&ip6->daddr, port, nh))
 		return done(R_PASS_NOT_VIP, XDP_PASS);
 	__u32 s0 = ip6->saddr.in6_u.u6_addr32[0], s1 = ip6->saddr.in6_u.u6_addr32[1];
 	/* Multicast (ff00::/8) or ::/64 sources are never valid on the wire; they
 	 * would also collide with IPv4 keys or the free-slot key 0. */
 	if ((s0 & 0xff) == 0xff || (s0 | s1) == 0)
 		return malformed(1);
-	struct lpm6_key lk = { .prefixlen = 64 }; /* deny_exact6 widens it to 128 */
-	__builtin_memcpy(lk.addr, &ip6->saddr, 16);
-	return limit(ctl, (__u64)s0 | ((__u64)s1 << 32), &lk, 1, syn);
+	__u64 lo = ip6->saddr.in6_u.u6_addr32[2] | (__u64)ip6->saddr.in6_u.u6_addr32[3] << 32;
+	return limit((__u64)s0 | ((__u64)s1 << 32), &ip6->saddr, lo, 1, syn);
 }
 
 struct vlan_hdr { __be16 tci; __be16 proto; };

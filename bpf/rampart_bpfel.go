@@ -30,6 +30,11 @@ type rampartCfg struct {
 	Pad      uint32
 }
 
+type rampartCfgs struct {
+	_    structs.HostLayout
+	Slot [2]rampartCfg
+}
+
 type rampartCtl struct {
 	_       structs.HostLayout
 	CfgIdx  uint32
@@ -109,6 +114,7 @@ type rampartVipt4 struct {
 	Slot     [4]uint64
 	Overflow uint32
 	Pad      uint32
+	Pad2     [3]uint64
 }
 
 type rampartVipt6 struct {
@@ -120,6 +126,7 @@ type rampartVipt6 struct {
 	}
 	Overflow uint32
 	Pad      uint32
+	Pad2     [5]uint64
 }
 
 type rampartXcache struct {
@@ -155,6 +162,8 @@ const (
 	rampartProgRampartSkLookup = "rampart_sk_lookup"
 	rampartProgRampartSockops  = "rampart_sockops"
 	rampartProgRampartXdp      = "rampart_xdp"
+	rampartVarCfgData          = "cfg_data"
+	rampartVarCtlData          = "ctl_data"
 	rampartVarRtConnsumShift   = "rt_connsum_shift"
 	rampartVarRtJiffyNs        = "rt_jiffy_ns"
 	rampartVarRtSrcShift       = "rt_src_shift"
@@ -236,6 +245,8 @@ type rampartMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type rampartVariableSpecs struct {
+	CfgData        *ebpf.VariableSpec `ebpf:"cfg_data"`
+	CtlData        *ebpf.VariableSpec `ebpf:"ctl_data"`
 	RtConnsumShift *ebpf.VariableSpec `ebpf:"rt_connsum_shift"`
 	RtJiffyNs      *ebpf.VariableSpec `ebpf:"rt_jiffy_ns"`
 	RtSrcShift     *ebpf.VariableSpec `ebpf:"rt_src_shift"`
@@ -309,6 +320,8 @@ func (m *rampartMaps) Close() error {
 //
 // It can be passed to loadRampartObjects or ebpf.CollectionSpec.LoadAndAssign.
 type rampartVariables struct {
+	CfgData        *ebpf.Variable `ebpf:"cfg_data"`
+	CtlData        *ebpf.Variable `ebpf:"ctl_data"`
 	RtConnsumShift *ebpf.Variable `ebpf:"rt_connsum_shift"`
 	RtJiffyNs      *ebpf.Variable `ebpf:"rt_jiffy_ns"`
 	RtSrcShift     *ebpf.Variable `ebpf:"rt_src_shift"`
