@@ -146,12 +146,18 @@ static __always_inline __u64 mix(__u64 x)
 	return (x ^ (x >> 32)) * HASH_MUL;
 }
 
-static __always_inline int done(__u32 r, int action)
+static __always_inline void count(__u32 r)
 {
 	__u64 *c = bpf_map_lookup_elem(&rt_counters, &r);
 	if (c)
 		*c += 1;
-	return action;
+}
+
+/* An XDP verdict: reason r, action a. The XDP path returns verdicts up to
+ * rampart_xdp, which counts the reason in one place. */
+static __always_inline int done(__u32 r, int a)
+{
+	return r << 8 | a;
 }
 
 static __always_inline __u64 now_ns(void)
@@ -194,20 +200,19 @@ static __always_inline int vip6_addr(struct in6_addr *a)
 	return bpf_map_lookup_elem(&rt_vip6, &k) != 0;
 }
 
-/* Token bucket with nanotoken arithmetic: exact for any rate and clock step. */
+/* Token bucket with nanotoken arithmetic: exact for any rate and clock step.
+ * Tokens never exceed the burst (buckets start full, refills are capped), so
+ * a packet in the same tick as the last one only spends. */
 static __always_inline int take(struct bucket *b, __u64 now, __u64 rate, __u64 burst, __u64 fill)
 {
-	__u64 el = now - b->ts, t;
-	if ((__s64)el < 0)
-		el = 0;
-	if (el >= fill) {
-		t = burst;
-	} else {
-		t = b->tokens + el * rate;
+	__u64 t = b->tokens, el = now - b->ts;
+	if (el) {
+		b->ts = now;
+		if ((__s64)el > 0) /* a clock step back refills nothing */
+			t = el >= fill ? burst : t + el * rate;
 		if (t > burst)
 			t = burst;
 	}
-	b->ts = now;
 	if (t < NS) {
 		b->tokens = t;
 		return 0;
@@ -243,7 +248,9 @@ static __always_inline int deny_lookup(void *saddr, int v6, __u32 plen)
 	__u8 *v;
 	if (v6) {
 		struct lpm6_key k = { .prefixlen = plen };
-		__builtin_memcpy(k.addr, saddr, 16);
+#pragma unroll
+		for (int i = 0; i < 4; i++) /* word loads: the packet may be unaligned, x86 allows it */
+			k.addr[i] = ((__u32 *)saddr)[i];
 		v = bpf_map_lookup_elem(trie, &k);
 	} else {
 		struct lpm4_key k = { .prefixlen = 32, .addr = *(__u32 *)saddr };
@@ -489,20 +496,22 @@ static __always_inline int do_v6(struct ipv6hdr *ip6, void *end)
 	if (ip6->version != 6 || p + bpf_ntohs(ip6->payload_len) > end)
 		return malformed(vip6_addr(&ip6->daddr));
 	__u8 nh = ip6->nexthdr;
+	if (nh != IPPROTO_TCP && nh != IPPROTO_UDP) { /* not the common case */
 #pragma unroll
-	for (int i = 0; i < EXTHDR_MAX; i++) {
-		if (!ext_hdr(nh))
-			break;
-		struct ipv6_opt_hdr *o = p;
-		if ((void *)(o + 1) > end)
+		for (int i = 0; i < EXTHDR_MAX; i++) {
+			if (!ext_hdr(nh))
+				break;
+			struct ipv6_opt_hdr *o = p;
+			if ((void *)(o + 1) > end)
+				return malformed(vip6_addr(&ip6->daddr));
+			nh = o->nexthdr;
+			p += (o->hdrlen + 1) * 8;
+		}
+		if (nh == IPPROTO_FRAGMENT)
+			return vip6_addr(&ip6->daddr) ? malformed(1) : done(R_PASS_NOT_VIP, XDP_PASS);
+		if (ext_hdr(nh)) /* more extension headers than EXTHDR_MAX */
 			return malformed(vip6_addr(&ip6->daddr));
-		nh = o->nexthdr;
-		p += (o->hdrlen + 1) * 8;
 	}
-	if (nh == IPPROTO_FRAGMENT)
-		return vip6_addr(&ip6->daddr) ? malformed(1) : done(R_PASS_NOT_VIP, XDP_PASS);
-	if (ext_hdr(nh)) /* more extension headers than EXTHDR_MAX */
-		return malformed(vip6_addr(&ip6->daddr));
 	__be16 port = 0;
 	int syn = 0, rc = l4(p, end, nh, &port, &syn);
 	if (rc > 0)
@@ -522,8 +531,7 @@ static __always_inline int do_v6(struct ipv6hdr *ip6, void *end)
 
 struct vlan_hdr { __be16 tci; __be16 proto; };
 
-SEC("xdp")
-int rampart_xdp(struct xdp_md *ctx)
+static __always_inline int xdp(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
@@ -550,6 +558,14 @@ int rampart_xdp(struct xdp_md *ctx)
 	return done(R_PASS_NOT_VIP, XDP_PASS);
 }
 
+SEC("xdp")
+int rampart_xdp(struct xdp_md *ctx)
+{
+	int v = xdp(ctx);
+	count(v >> 8);
+	return v & 0xff;
+}
+
 /* Steers new TCP connections and UDP datagrams for a VIP:port to the
  * registered proxy socket; anything else takes the kernel's usual lookup. */
 SEC("sk_lookup")
@@ -572,12 +588,12 @@ int rampart_sk_lookup(struct bpf_sk_lookup *ctx)
 		return SK_PASS;
 	struct bpf_sock *sk = bpf_map_lookup_elem(&rt_socks, idx);
 	if (!sk) {
-		done(R_STEER_NO_SOCKET, 0);
+		count(R_STEER_NO_SOCKET);
 		return SK_PASS;
 	}
 	long err = bpf_sk_assign(ctx, sk, 0);
 	bpf_sk_release(sk);
-	done(err ? R_STEER_NO_SOCKET : R_STEERED, 0);
+	count(err ? R_STEER_NO_SOCKET : R_STEERED);
 	return SK_PASS;
 }
 
@@ -643,7 +659,7 @@ int rampart_sockops(struct bpf_sock_ops *ops)
 				if (!n) {
 					if (sum)
 						__sync_fetch_and_sub(sum, 1);
-					done(R_CONNTRACK_FULL, 0);
+					count(R_CONNTRACK_FULL);
 					return 1;
 				}
 				__sync_fetch_and_add(n, 1);
