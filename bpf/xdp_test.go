@@ -1,9 +1,12 @@
 package bpf
 
 import (
+	"errors"
 	"math/bits"
 	"net/netip"
 	"testing"
+
+	"github.com/rampart-edge/rampart/bpf/netnstest"
 )
 
 const (
@@ -251,6 +254,18 @@ func TestPPSLimit(t *testing.T) {
 			t.Fatalf("step %d: %d of %d passed, want %d", i, got, s.n, s.passes)
 		}
 	}
+	// A clock step back refills nothing (the bucket restarts from the new
+	// time); a later packet in the same tick only spends.
+	now -= 5e9
+	f.setClock(t, now)
+	if got := f.passes(t, frame, 2, DropPPS); got != 0 {
+		t.Fatalf("after a step back: %d passed, want 0", got)
+	}
+	now += 150e6
+	f.setClock(t, now)
+	if got := f.passes(t, frame, 3, DropPPS); got != 1 {
+		t.Fatalf("0.15 s after the step back: %d passed, want 1", got)
+	}
 	if got := f.passes(t, other, 6, DropPPS); got != 5 { // per source
 		t.Fatalf("second source: %d passed, want 5", got)
 	}
@@ -368,6 +383,51 @@ func TestNewSourcesAndTableFull(t *testing.T) {
 	if err != nil || s.Sources > 16 || s.MaxSources != 16 {
 		t.Fatalf("Stats %+v %v", s, err)
 	}
+}
+
+// TestRestartKeepsControl: the control words and limits live in pinned maps
+// that the program reads as globals; a reopened filter (a new program on
+// the same pins) sees the VIPs, limits and bucket state the first one left,
+// and a change made through it reaches the new program.
+func TestRestartKeepsControl(t *testing.T) {
+	needRoot(t)
+	root := netnstest.PinRoot(t)
+	o := &Options{MaxSources: 4096, testClock: true}
+	f, err := Open(root, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limits{PPS: 1, PPSBurst: 2, MalformedOtherDrop: true}
+	if err := errors.Join(f.SetVIPs(testVIPs), f.SetLimits(l)); err != nil {
+		t.Fatal(err)
+	}
+	f.setClock(t, 1e12)
+	frame := tcp4("192.0.2.1", 0).bytes()
+	if got := f.passes(t, frame, 2, DropPPS); got != 2 {
+		t.Fatalf("%d passed, want the burst of 2", got)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = Open(root, o); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Remove() })
+	if got := f.Limits(); got != l {
+		t.Fatalf("Limits() after reopening = %+v, want %+v", got, l)
+	}
+	f.expect(t, frame, xdpDrop, DropPPS) // the burst stays spent
+	short := make([]byte, 14)            // Ethernet, IPv4, no IP header
+	short[12] = 8
+	f.expect(t, short, xdpDrop, DropMalformed)
+	f.expect(t, with4(tcp4("192.0.2.1", 0), 22), xdpPass, PassNotVIP)
+	if err := f.SetLimits(Limits{PPS: 1, PPSBurst: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.passes(t, frame, 4, DropPPS); got != 3 {
+		t.Fatalf("after SetLimits on the reopened filter: %d passed, want 3", got)
+	}
+	f.expect(t, short, xdpPass, PassMalformed)
 }
 
 func TestGenerationResetsBuckets(t *testing.T) {
