@@ -20,11 +20,11 @@ import (
 	"github.com/rampart-edge/rampart/anycast"
 	"github.com/rampart-edge/rampart/bpf"
 	"github.com/rampart-edge/rampart/bpf/netnstest"
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/certgen"
 	"github.com/rampart-edge/rampart/l7/daemon"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/proxy"
-	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -199,7 +199,7 @@ func (e *e2e) writeSnapshot(seq uint64, vips ...string) time.Time {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := snapdir.WriteFileAtomic(filepath.Join(e.snaps, fmt.Sprintf("%d.snap", seq)), data); err != nil {
+	if err := envelope.WriteFileAtomic(filepath.Join(e.snaps, fmt.Sprintf("%d.snap", seq)), data, 0o644); err != nil {
 		e.t.Fatal(err)
 	}
 	return time.Now()
@@ -216,7 +216,7 @@ func (e *e2e) writeDeny(seq uint64, ttl time.Duration, cidrs ...string) time.Tim
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := snapdir.WriteFileAtomic(e.denyF, data); err != nil {
+	if err := envelope.WriteFileAtomic(e.denyF, data, 0o644); err != nil {
 		e.t.Fatal(err)
 	}
 	return time.Now()

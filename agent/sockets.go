@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/handoff"
-	"github.com/rampart-edge/rampart/l7/snapdir"
 )
 
 // socketIndexes gives each (listener, network) a stable slot in the
@@ -110,7 +110,7 @@ func (s *socketIndexes) save() error {
 		m[k.String()] = i
 	}
 	data, _ := json.Marshal(m)
-	return snapdir.WriteFileAtomic(s.path, data)
+	return envelope.WriteFileAtomic(s.path, data, 0o600)
 }
 
 // registered is a socket the agent put in the sockmap.

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/rampart-edge/rampart/l7/snapdir"
+	"github.com/rampart-edge/rampart/format/envelope"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -76,7 +76,7 @@ func (v *VIPs) save() error {
 	}
 	st := vipState{Iface: v.name(), Kind: v.Kind, Created: v.created, Added: v.addedList()}
 	data, _ := json.Marshal(st)
-	if err := snapdir.WriteFileAtomic(v.StateFile, data); err != nil {
+	if err := envelope.WriteFileAtomic(v.StateFile, data, 0o600); err != nil {
 		return fmt.Errorf("remember VIPs: %w", err)
 	}
 	return nil

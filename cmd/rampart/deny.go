@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/deny"
-	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -59,7 +59,7 @@ func denyBuild(args []string) error {
 	if err != nil {
 		return fmt.Errorf("verify what was built: %w", err)
 	}
-	if err := snapdir.WriteFileAtomic(*out, file); err != nil {
+	if err := envelope.WriteFileAtomic(*out, file, 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s: sequence %d, sha256 %s, %s, %d bytes\n", *out, l.Sequence(), l.DigestHex(), counts(l), len(file))

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/proxy"
-	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -135,7 +135,7 @@ func TestDenyFileAppliesWithinOneSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := time.Now()
-	if err := snapdir.WriteFileAtomic(denyPath, list); err != nil {
+	if err := envelope.WriteFileAtomic(denyPath, list, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for c := code("http://" + listen + "/x"); c != 403; c = code("http://" + listen + "/x") {

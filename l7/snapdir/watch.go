@@ -127,10 +127,3 @@ func (w *Watcher) LastRefusal() *Refusal {
 	return &Refusal{Version: snapshot.Version{Epoch: r.Version.Epoch, Sequence: r.Version.Sequence},
 		Reason: r.Reason, Error: r.Error, File: r.File, At: r.At}
 }
-
-// WriteFileAtomic replaces path with data (mode 0600) so that readers see
-// either the old or the new content, never a part; see
-// envelope.WriteFileAtomic.
-func WriteFileAtomic(path string, data []byte) error {
-	return envelope.WriteFileAtomic(path, data, 0o600)
-}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/proxy"
 	"github.com/rampart-edge/rampart/l7/snapdir"
 	"github.com/rampart-edge/rampart/l7/snapshot"
@@ -67,7 +68,7 @@ func (e *env) file(v snapshot.Version, addr string) []byte {
 
 func (e *env) write(name string, data []byte) {
 	e.t.Helper()
-	if err := snapdir.WriteFileAtomic(filepath.Join(e.dir, name), data); err != nil {
+	if err := envelope.WriteFileAtomic(filepath.Join(e.dir, name), data, 0o644); err != nil {
 		e.t.Fatal(err)
 	}
 }
