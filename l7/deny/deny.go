@@ -58,6 +58,10 @@
 //     what Parse returns, errors included, falling back to a full decode when
 //     more than 4096 + n/64 records differ. A List keeps its file for this
 //     (its size in memory).
+//   - ParseNextStream is ParseNext that, when it decodes the whole list,
+//     hands each CIDR entry (in CIDRs' order, with its expiry) to a callback
+//     as it goes, before the file is known to be good; the agent fills fresh
+//     XDP tries with it and uses them only if the file verifies.
 package deny
 
 import (
