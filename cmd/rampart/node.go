@@ -20,6 +20,7 @@ import (
 // report).
 type nodeFlags struct {
 	url, tokenFile, nodeID, zone, cohort, ca, cert, key *string
+	regionStateFile, agentStatusURL                     *string
 }
 
 func addNodeFlags(fs *flag.FlagSet) nodeFlags {
@@ -33,6 +34,9 @@ func addNodeFlags(fs *flag.FlagSet) nodeFlags {
 		ca:        fs.String("control-ca", "", "CA file for the control plane's certificate"),
 		cert:      fs.String("control-cert", "", "client certificate for mTLS to the control plane"),
 		key:       fs.String("control-key", "", "client key for mTLS to the control plane"),
+		regionStateFile: fs.String("control-region-state-file", "", "where the region-state document from the control plane is written "+
+			"(default: the -region-state file; with -control-url and neither set, <state-dir>/region-state.json for both)"),
+		agentStatusURL: fs.String("agent-status-url", "", "the anycast agent's admin URL (http://127.0.0.1:9902): reports say which VIP prefixes it announces"),
 	}
 }
 
@@ -54,7 +58,8 @@ func (n nodeFlags) config(pub ed25519.PublicKey, region, snapDir, denyFile strin
 	}
 	return nodeclient.Config{URL: *n.url, Token: strings.TrimSpace(string(tok)), PublicKey: pub,
 		Identity:    model.Identity{NodeID: *n.nodeID, Region: region, Zone: *n.zone, Cohort: *n.cohort},
-		SnapshotDir: snapDir, DenyFile: denyFile, HTTPClient: hc}, true, nil
+		SnapshotDir: snapDir, DenyFile: denyFile, HTTPClient: hc,
+		RegionStateFile: *n.regionStateFile, AgentStatusURL: *n.agentStatusURL}, true, nil
 }
 
 // nodeClient is the proxy's control plane client, once started.

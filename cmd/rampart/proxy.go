@@ -51,6 +51,12 @@ func cmdProxy(args []string) error {
 	if *node.url != "" && *denyFile == "" {
 		*denyFile = filepath.Join(*state, "deny.json")
 	}
+	if *node.url != "" && *regionState == "" && *node.regionStateFile == "" {
+		*regionState = filepath.Join(*state, "region-state.json")
+	}
+	if *node.regionStateFile == "" {
+		*node.regionStateFile = *regionState
+	}
 	nc, withControl, err := node.config(pub, *region, *dir, *denyFile)
 	if err != nil {
 		return err

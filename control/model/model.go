@@ -125,6 +125,9 @@ type Status struct {
 	// asked (an agent that announces nothing reports an empty list).
 	Announcing []string `json:"announcing,omitempty"`
 	AgentSeen  bool     `json:"agent_seen,omitempty"`
+	// RegionState is the version of the region-state document the node
+	// handed over last ("epoch.sequence"; "" before any).
+	RegionState string `json:"region_state,omitempty"`
 }
 
 // DenyEntry is one entry of the fast deny channel.

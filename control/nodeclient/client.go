@@ -3,7 +3,10 @@
 // it, hands it to the proxy by writing it atomically into the proxy's
 // snapshot directory (the proxy swaps it in memory and keeps it as its
 // last-known-good), follows the deny channel the same way into the
-// proxy's deny file, and reports the node's versions and health.
+// proxy's deny file and the region-state channel into the proxy's
+// region-state file, and reports the node's versions and health (with
+// its upstream clusters' endpoint health and, given the agent's admin
+// URL, the VIP prefixes its anycast agent announces).
 //
 // It never goes back: a snapshot whose version is not newer than the one
 // it has (an older epoch included) and a deny list whose sequence is not
@@ -28,6 +31,8 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
+	"github.com/rampart-edge/rampart/format/envelope"
+	"github.com/rampart-edge/rampart/format/regionstate"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -41,6 +46,13 @@ type Config struct {
 
 	SnapshotDir string // the proxy's -snapshot-dir: <epoch>-<sequence>.snap files are written here
 	DenyFile    string // the proxy's -deny-file; "" leaves the deny channel alone
+	// RegionStateFile is the proxy's -region-state file (the agent may
+	// read the same file); "" leaves the region state alone.
+	RegionStateFile string
+	// AgentStatusURL is the anycast agent's admin listener
+	// (http://127.0.0.1:9902); when set, each report says which VIP
+	// prefixes the agent announces (its /anycast/status).
+	AgentStatusURL string
 
 	// AdminURL is the proxy's admin listener (http://127.0.0.1:9901),
 	// read for /status and /metrics; Reporter, when set, is used instead.
@@ -76,6 +88,9 @@ type Observation struct {
 	// certificate file missing on the node, say), and RefusedReason why.
 	Refused       snapshot.Version
 	RefusedReason string
+	// Clusters is the upstream clusters' endpoint health
+	// (rampart_endpoint_healthy), sorted by name.
+	Clusters []model.ClusterHealth
 }
 
 // Client runs the node side.
@@ -90,6 +105,9 @@ type Client struct {
 	ctl          ControlState     // reach.go
 	handed       snapshot.Version // handed over, not yet seen active or refused (report.go: awaitSwap)
 	proxyRefused snapshot.Version // the proxy's last refusal, already reported
+	// regionVersion is the region-state document handed over last
+	// (regionstate.go).
+	regionVersion envelope.Version
 }
 
 // New checks the config and reads what the node already has: the newest
@@ -149,6 +167,17 @@ func New(c Config) (*Client, error) {
 			}
 		}
 	}
+	if c.RegionStateFile != "" {
+		if err := os.MkdirAll(filepath.Dir(c.RegionStateFile), 0o755); err != nil {
+			return nil, fmt.Errorf("nodeclient: region state file dir: %w", err)
+		}
+		if data, err := os.ReadFile(c.RegionStateFile); err == nil {
+			if s, err := regionstate.Parse(data, c.PublicKey); err == nil {
+				cl.regionVersion = s.Version
+				cl.st.RegionState = s.Version.String()
+			}
+		}
+	}
 	return cl, nil
 }
 
@@ -170,6 +199,10 @@ func (cl *Client) Run(ctx context.Context) error {
 	if cl.c.DenyFile != "" {
 		wg.Add(1)
 		go func() { defer wg.Done(); cl.watchDeny(ctx) }()
+	}
+	if cl.c.RegionStateFile != "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); cl.watchRegionState(ctx) }()
 	}
 	wg.Wait()
 	return nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,6 +74,7 @@ func AdminObserver(base string, hc *http.Client) func(context.Context) (Observat
 			return o, fmt.Errorf("/metrics: %w", err)
 		}
 		o.Requests, o.Errors, o.LatencySeconds, o.LatencyCount = m.Requests, m.Errors, m.LatencySeconds, m.LatencyCount
+		o.Clusters = m.ClusterHealth()
 		return o, nil
 	}
 }
@@ -83,6 +85,19 @@ type Metrics struct {
 	Errors         uint64  // rampart_request_errors_total{fault="gateway"|"upstream"}
 	LatencySeconds float64 // rampart_request_duration_seconds_sum
 	LatencyCount   uint64  // rampart_request_duration_seconds_count
+	// Endpoints counts, per cluster, the rampart_endpoint_healthy series
+	// ([0]: healthy ones, value 1; [1]: all).
+	Endpoints map[string][2]int
+}
+
+// ClusterHealth is Endpoints as a list sorted by cluster name.
+func (m Metrics) ClusterHealth() []model.ClusterHealth {
+	out := make([]model.ClusterHealth, 0, len(m.Endpoints))
+	for name, c := range m.Endpoints {
+		out = append(out, model.ClusterHealth{Name: name, Healthy: c[0], Total: c[1]})
+	}
+	slices.SortFunc(out, func(a, b model.ClusterHealth) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // ParseMetrics reads the Prometheus text exposition format, summing the
@@ -114,6 +129,20 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 			}
 		case "rampart_request_duration_seconds_count":
 			m.LatencyCount = add(m.LatencyCount, value)
+		case "rampart_endpoint_healthy":
+			c := label(labels, "cluster")
+			if c == "" {
+				continue
+			}
+			if m.Endpoints == nil {
+				m.Endpoints = map[string][2]int{}
+			}
+			e := m.Endpoints[c]
+			if value == 1 {
+				e[0]++
+			}
+			e[1]++
+			m.Endpoints[c] = e
 		}
 	}
 	return m, sc.Err()

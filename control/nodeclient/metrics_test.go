@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/rampart-edge/rampart/control/model"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -22,6 +24,9 @@ rampart_request_errors_total{fault="gateway",route="odd \"}\" name"} 1
 rampart_request_duration_seconds_bucket{route="get-user",le="+Inf"} 100
 rampart_request_duration_seconds_sum{route="get-user"} 0.5
 rampart_request_duration_seconds_count{route="get-user"} 100
+rampart_endpoint_healthy{cluster="db",endpoint="198.51.100.1:5432"} 1
+rampart_endpoint_healthy{cluster="db",endpoint="198.51.100.2:5432"} 0
+rampart_endpoint_healthy{cluster="api",endpoint="198.51.100.3:80"} 0
 go_goroutines 12
 `
 
@@ -30,8 +35,11 @@ func TestParseMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m != (Metrics{Requests: 100, Errors: 8, LatencySeconds: 0.5, LatencyCount: 100}) {
+	if m.Requests != 100 || m.Errors != 8 || m.LatencySeconds != 0.5 || m.LatencyCount != 100 {
 		t.Fatalf("%+v", m)
+	}
+	if ch := m.ClusterHealth(); len(ch) != 2 || ch[0] != (model.ClusterHealth{Name: "api", Healthy: 0, Total: 1}) || ch[1] != (model.ClusterHealth{Name: "db", Healthy: 1, Total: 2}) {
+		t.Fatalf("ClusterHealth = %+v", ch)
 	}
 	for _, bad := range []string{"rampart_requests_total{code=\"200\" 5\n", "rampart_requests_total x\n", "lonely\n"} {
 		if _, err := ParseMetrics(strings.NewReader(bad)); err == nil {
@@ -54,7 +62,7 @@ func TestAdminObserver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Active.String() != "3.8" || !o.Ready || o.Requests != 100 || o.Errors != 8 || o.LatencyCount != 100 {
+	if o.Active.String() != "3.8" || !o.Ready || o.Requests != 100 || o.Errors != 8 || o.LatencyCount != 100 || len(o.Clusters) != 2 {
 		t.Fatalf("%+v", o)
 	}
 }

@@ -94,7 +94,7 @@ func (cl *Client) status(o Observation, oerr error) model.Status {
 	case o.Requests < cl.base.Requests || o.Errors < cl.base.Errors || o.LatencyCount < cl.base.LatencyCount:
 		cl.base = Observation{Active: o.Active} // the proxy restarted: its counters did too
 	}
-	st.Active, st.Ready = o.Active, o.Ready
+	st.Active, st.Ready, st.Clusters = o.Active, o.Ready, o.Clusters
 	st.Requests = o.Requests - cl.base.Requests
 	st.Errors = min(o.Errors-cl.base.Errors, st.Requests)
 	st.ErrorRate, st.LatencyMs = 0, 0
@@ -111,6 +111,13 @@ func (cl *Client) status(o Observation, oerr error) model.Status {
 func (cl *Client) sendReport(ctx context.Context) {
 	o, err := cl.observe(ctx)
 	st := cl.status(o, err)
+	if cl.c.AgentStatusURL != "" {
+		ann, aerr := AgentAnnouncing(ctx, cl.c.HTTPClient, cl.c.AgentStatusURL)
+		st.Announcing, st.AgentSeen = ann, aerr == nil
+		if aerr != nil {
+			cl.log.Debug("agent status", "err", aerr)
+		}
+	}
 	body, _ := json.Marshal(st)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -262,30 +262,39 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// currentConfig is the config of the stable revision (nil before the
-// first), parsed once per revision.
+// currentConfig is the config of the stable revision as the store has it
+// now (nil before the first), parsed once per revision.
 func (p *Plane) currentConfig(ctx context.Context) (*snapshot.Config, error) {
-	v := p.view.Load()
-	if v.stable == nil {
+	var stable string
+	if err := p.st.View(ctx, func(tx store.Tx) error {
+		f, err := tx.Fleet(ctx)
+		if err == nil {
+			stable = f.Stable
+		}
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("region state: fleet: %w", err)
+	}
+	if stable == "" {
 		return nil, nil
 	}
 	p.rs.cfgMu.Lock()
-	if p.rs.cfgID == v.stable.ID {
+	if p.rs.cfgID == stable {
 		c := p.rs.cfg
 		p.rs.cfgMu.Unlock()
 		return c, nil
 	}
 	p.rs.cfgMu.Unlock()
-	file, err := p.snapshotFile(ctx, v.stable.ID)
+	file, err := p.snapshotFile(ctx, stable)
 	if err != nil {
-		return nil, fmt.Errorf("region state: stable revision %s: %w", v.stable.ID, err)
+		return nil, fmt.Errorf("region state: stable revision %s: %w", stable, err)
 	}
 	snap, err := snapshot.Parse(file, p.pub)
 	if err != nil {
-		return nil, fmt.Errorf("region state: stable revision %s: %w", v.stable.ID, err)
+		return nil, fmt.Errorf("region state: stable revision %s: %w", stable, err)
 	}
 	p.rs.cfgMu.Lock()
-	p.rs.cfgID, p.rs.cfg = v.stable.ID, snap.Config
+	p.rs.cfgID, p.rs.cfg = stable, snap.Config
 	p.rs.cfgMu.Unlock()
 	return snap.Config, nil
 }
