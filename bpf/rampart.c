@@ -56,6 +56,7 @@ struct cfg {
 	__u64 syn_rate, syn_burst, syn_fill;
 	__u64 new_rate, new_burst, new_fill;
 	__u32 max_conns, gen, flags, pad;
+	__u64 pad2[5]; /* 128 bytes: a slot is picked with a shift */
 };
 /* Both limits slots; ctl.cfg_idx picks the live one. */
 struct cfgs { struct cfg slot[2]; };

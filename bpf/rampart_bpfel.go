@@ -28,6 +28,7 @@ type rampartCfg struct {
 	Gen      uint32
 	Flags    uint32
 	Pad      uint32
+	Pad2     [5]uint64
 }
 
 type rampartCfgs struct {
