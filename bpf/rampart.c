@@ -261,10 +261,11 @@ static __always_inline int deny_lookup(void *saddr, int v6, __u32 plen)
 }
 
 /* This CPU's cached exact verdict slot for the IPv6 address hi:lo in a
- * SPLIT /64 (h = mix(hi)). */
+ * SPLIT /64 (h = mix(hi), already spread; lo is folded in without another
+ * multiply: a collision only costs a trie walk). */
 static __always_inline struct xcache *xslot(__u64 h, __u64 lo)
 {
-	__u32 i = mix(h ^ lo) >> (64 - XCACHE_BITS);
+	__u32 i = ((h >> (64 - XCACHE_BITS)) ^ lo ^ (lo >> 32)) & ((1 << XCACHE_BITS) - 1);
 	return bpf_map_lookup_elem(&rt_xcache, &i);
 }
 
@@ -539,7 +540,7 @@ static __always_inline int xdp(struct xdp_md *ctx)
 	if ((void *)(eth + 1) > end)
 		return malformed(0);
 	void *p = eth + 1;
-	__be16 proto = eth->h_proto;
+	__be16 proto = *(__be16 *)(data + 12); /* one load (struct ethhdr is packed: two) */
 #pragma unroll
 	for (int i = 0; i < VLAN_MAX; i++) {
 		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
