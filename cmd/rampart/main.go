@@ -13,7 +13,7 @@ Usage:
   rampart proxy     [flags]   serve traffic from signed snapshots in a directory
   rampart control   [flags]   the control plane: revisions, staged rollouts, deny channel (-config FILE)
   rampart control token       make an API token and the sha256 a control config holds
-  rampart control submit|diff|rollout|revisions|fleet|deny|nodes   operator commands against a control plane (rampart control -h)
+  rampart control submit|diff|rollout|revisions|fleet|deny|nodes|regions|drain-region|undrain-region|platforms|writer   operator commands against a control plane (rampart control -h)
   rampart snapshot build      validate, compile and sign a YAML config into a snapshot file
   rampart snapshot verify     check a snapshot file; print its version and digest
   rampart route check         run a table of requests through the routes and the regional policy (-config, -region-state, -cases)

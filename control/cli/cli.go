@@ -28,7 +28,8 @@ const (
 const DefaultServer = "http://127.0.0.1:9080"
 
 // Commands are the client subcommands of `rampart control`.
-var Commands = []string{"submit", "diff", "rollout", "revisions", "fleet", "deny", "nodes"}
+var Commands = []string{"submit", "diff", "rollout", "revisions", "fleet", "deny", "nodes",
+	"regions", "drain-region", "undrain-region", "platforms", "writer"}
 
 // IsCommand reports whether name is a client subcommand.
 func IsCommand(name string) bool {
@@ -52,6 +53,10 @@ const Usage = `rampart control — operator commands against a running control p
   fleet                                              every node: stage, versions, health, refusals
   deny list | add KIND VALUE [-ttl D] [-reason R] | add -f FILE | remove KIND VALUE
   nodes list | enroll ID | revoke ID
+  regions                                            every region: health by the rule, why, nodes, served version, drain
+  drain-region REGION [-reason R] | undrain-region REGION   drain a whole region through the region state (admin)
+  platforms                                          every platform: writer, fencing epoch, replica lags
+  writer set PLATFORM REGION [-expected-epoch N]     explicit primary switch: the epoch goes up by one (admin)
 
 Common flags (after the subcommand):
   -server URL        control plane (default $RAMPART_SERVER, else http://127.0.0.1:9080)
@@ -192,6 +197,16 @@ func dispatch(args []string, env Env) error {
 		return fleet(ctx, newCmd(name, env), rest)
 	case "deny":
 		return denyCmd(ctx, env, rest)
+	case "regions":
+		return regions(ctx, newCmd(name, env), rest)
+	case "drain-region":
+		return drainRegion(ctx, newCmd(name, env), rest)
+	case "undrain-region":
+		return undrainRegion(ctx, newCmd(name, env), rest)
+	case "platforms":
+		return platforms(ctx, newCmd(name, env), rest)
+	case "writer":
+		return writerCmd(ctx, env, rest)
 	default:
 		return nodes(ctx, env, rest)
 	}
