@@ -19,7 +19,7 @@ import (
 //	{"regions":[{"name":N,"healthy":B,"config_version":{"epoch":E,"sequence":S},"draining":B},...],
 //	 "platforms":[{"name":N,"writer":W,"writer_epoch":E,"replicas":[{"region":R,"lag_ms":L,"observed_at_unix_nano":T},...]},...],
 //	 "sites":[{"name":N,"region":R,"announcing":[P,...],"reported_at_unix_nano":T},...],
-//	 "quota_leases":[{"policy":P,"region":R,"per_second":N,"burst":B,"expires_unix_nano":T},...]}
+//	 "quota_leases":[{"policy":P,"region":R,"per_second":N,"burst":B,"nodes":C,"expires_unix_nano":T},...]}
 //
 // except that "sites" and "quota_leases" are left out when they are empty
 // (and only then), so a document without them keeps the bytes it had
@@ -46,6 +46,7 @@ type wireQuotaLease struct {
 	Region    string `json:"region"`
 	PerSecond uint64 `json:"per_second"`
 	Burst     uint64 `json:"burst"`
+	Nodes     uint64 `json:"nodes"`
 	Expires   int64  `json:"expires_unix_nano"`
 }
 
@@ -153,6 +154,8 @@ func encodeBody(b []byte, s *State) []byte {
 			b = strconv.AppendUint(b, l.PerSecond, 10)
 			b = append(b, `,"burst":`...)
 			b = strconv.AppendUint(b, l.Burst, 10)
+			b = append(b, `,"nodes":`...)
+			b = strconv.AppendUint(b, l.Nodes, 10)
 			b = append(b, `,"expires_unix_nano":`...)
 			b = strconv.AppendInt(b, l.Expires.UnixNano(), 10)
 			b = append(b, '}')
@@ -195,7 +198,7 @@ func decodeBody(body []byte, v envelope.Version, created time.Time) (*State, err
 		s.Sites = append(s.Sites, Site{Name: st.Name, Region: st.Region, Announcing: st.Announcing, ReportedAt: time.Unix(0, st.ReportedAt).UTC()})
 	}
 	for _, l := range w.QuotaLeases {
-		s.QuotaLeases = append(s.QuotaLeases, QuotaLease{Policy: l.Policy, Region: l.Region, PerSecond: l.PerSecond, Burst: l.Burst, Expires: time.Unix(0, l.Expires).UTC()})
+		s.QuotaLeases = append(s.QuotaLeases, QuotaLease{Policy: l.Policy, Region: l.Region, PerSecond: l.PerSecond, Burst: l.Burst, Nodes: l.Nodes, Expires: time.Unix(0, l.Expires).UTC()})
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err

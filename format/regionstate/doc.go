@@ -6,7 +6,8 @@
 // per replica region, the replica lag and when it was observed. Per anycast
 // site (an agent) it lists the VIP prefixes the site announces as its node
 // last reported them, and per global quota policy and region the lease of
-// the global rate the region may admit until the lease expires. The sites
+// the global rate the region may admit until the lease expires (with the
+// count of ready nodes it was granted for). The sites
 // and quota_leases keys are left out of the body when empty, so a document
 // without them has the bytes it had before they existed.
 //

@@ -32,9 +32,9 @@ var sampleIIBody = strings.TrimSuffix(sampleBody, "}") +
 	`{"name":"fra-1","region":"eu-west","announcing":["192.0.2.0/24","2001:db8::/48"],"reported_at_unix_nano":1796183999000000000},` +
 	`{"name":"iad-1","region":"us-east","announcing":[],"reported_at_unix_nano":1796183998000000000}],` +
 	`"quota_leases":[` +
-	`{"policy":"api-global","region":"eu-west","per_second":300000,"burst":30000,"expires_unix_nano":1796184010000000000},` +
-	`{"policy":"api-global","region":"us-east","per_second":200000,"burst":20000,"expires_unix_nano":1796184010000000000},` +
-	`{"policy":"login","region":"eu-west","per_second":50,"burst":10,"expires_unix_nano":1796184010000000000}]}`
+	`{"policy":"api-global","region":"eu-west","per_second":300000,"burst":30000,"nodes":0,"expires_unix_nano":1796184010000000000},` +
+	`{"policy":"api-global","region":"us-east","per_second":200000,"burst":20000,"nodes":0,"expires_unix_nano":1796184010000000000},` +
+	`{"policy":"login","region":"eu-west","per_second":50,"burst":10,"nodes":0,"expires_unix_nano":1796184010000000000}]}`
 
 func TestSitesLeasesBody(t *testing.T) {
 	s := sampleII()
@@ -128,7 +128,7 @@ func TestSitesLeasesRefused(t *testing.T) {
 		{"empty sites written", strings.TrimSuffix(sampleBody, "}") + `,"sites":[]}`, ErrMalformed},
 		{"empty leases written", strings.TrimSuffix(sampleBody, "}") + `,"quota_leases":[]}`, ErrMalformed},
 		{"null sites", strings.TrimSuffix(sampleBody, "}") + `,"sites":null}`, ErrMalformed},
-		{"leases before sites", strings.TrimSuffix(sampleBody, "}") + `,"quota_leases":[{"policy":"p","region":"eu-west","per_second":1,"burst":1,"expires_unix_nano":1796184010000000000}],"sites":[{"name":"a","region":"eu-west","announcing":[],"reported_at_unix_nano":1796183999000000000}]}`, ErrMalformed},
+		{"leases before sites", strings.TrimSuffix(sampleBody, "}") + `,"quota_leases":[{"policy":"p","region":"eu-west","per_second":1,"burst":1,"nodes":0,"expires_unix_nano":1796184010000000000}],"sites":[{"name":"a","region":"eu-west","announcing":[],"reported_at_unix_nano":1796183999000000000}]}`, ErrMalformed},
 		{"null announcing", repl(`"announcing":[]`, `"announcing":null`), ErrMalformed},
 		{"unknown site field", repl(`"region":"us-east","announcing"`, `"region":"us-east","zone":"a","announcing"`), ErrMalformed},
 		{"float rate", repl(`"per_second":50,`, `"per_second":5.0,`), ErrMalformed},
@@ -148,7 +148,7 @@ func TestSitesLeasesRefused(t *testing.T) {
 		{"duplicate lease", repl(`{"policy":"api-global","region":"us-east"`, `{"policy":"api-global","region":"eu-west"`), ErrInvalid},
 		{"lease unlisted region", repl(`{"policy":"login","region":"eu-west"`, `{"policy":"login","region":"ap-south"`), ErrInvalid},
 		{"lease empty policy", repl(`"policy":"login"`, `"policy":""`), ErrInvalid},
-		{"lease expires zero", repl(`"burst":10,"expires_unix_nano":1796184010000000000`, `"burst":10,"expires_unix_nano":0`), ErrInvalid},
+		{"lease expires zero", repl(`"burst":10,"nodes":0,"expires_unix_nano":1796184010000000000`, `"burst":10,"nodes":0,"expires_unix_nano":0`), ErrInvalid},
 	}
 	s := sampleII()
 	for _, c := range cases {

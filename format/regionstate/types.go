@@ -60,5 +60,9 @@ type QuotaLease struct {
 	Region    string
 	PerSecond uint64 // the region's rate (requests per second)
 	Burst     uint64
-	Expires   time.Time
+	// Nodes is how many ready nodes the region had when the lease was
+	// granted: proxies with local buckets each enforce PerSecond/Nodes
+	// (0 counts as 1).
+	Nodes   uint64
+	Expires time.Time
 }

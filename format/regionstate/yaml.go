@@ -44,6 +44,7 @@ type yamlState struct {
 		Region    string `yaml:"region"`
 		PerSecond uint64 `yaml:"per_second"`
 		Burst     uint64 `yaml:"burst"`
+		Nodes     uint64 `yaml:"nodes"`
 		ExpiresIn string `yaml:"expires_in"`
 	} `yaml:"quota_leases"`
 }
@@ -63,7 +64,7 @@ type yamlState struct {
 //	sites:
 //	  - {name: fra-1, region: eu-west, announcing: [192.0.2.0/24], reported_ago: 1s}
 //	quota_leases:
-//	  - {policy: api-global, region: eu-west, per_second: 200000, burst: 20000, expires_in: 10s}
+//	  - {policy: api-global, region: eu-west, per_second: 200000, burst: 20000, nodes: 4, expires_in: 10s}
 //
 // A site's reported_ago and a lease's expires_in are Go durations before and
 // after now (left out: now). config_version is "epoch.sequence" (left out: 0.0, unknown); a replica's
@@ -140,7 +141,7 @@ func ParseYAML(data []byte, v envelope.Version, now time.Time) (*State, error) {
 		s.Sites = append(s.Sites, site)
 	}
 	for i, l := range src.QuotaLeases {
-		lease := QuotaLease{Policy: l.Policy, Region: l.Region, PerSecond: l.PerSecond, Burst: l.Burst, Expires: now}
+		lease := QuotaLease{Policy: l.Policy, Region: l.Region, PerSecond: l.PerSecond, Burst: l.Burst, Nodes: l.Nodes, Expires: now}
 		if l.ExpiresIn != "" {
 			d, err := time.ParseDuration(l.ExpiresIn)
 			if err != nil {
