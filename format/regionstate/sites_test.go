@@ -20,7 +20,7 @@ func sampleII() *State {
 		{Name: "iad-1", Region: "us-east", Announcing: []string{}, ReportedAt: rep.Add(-time.Second)},
 	}
 	s.QuotaLeases = []QuotaLease{
-		{Policy: "api-global", Region: "eu-west", PerSecond: 300000, Burst: 30000, Expires: exp},
+		{Policy: "api-global", Region: "eu-west", PerSecond: 300000, Burst: 30000, Nodes: 4, Expires: exp},
 		{Policy: "api-global", Region: "us-east", PerSecond: 200000, Burst: 20000, Expires: exp},
 		{Policy: "login", Region: "eu-west", PerSecond: 50, Burst: 10, Expires: exp},
 	}
@@ -32,7 +32,7 @@ var sampleIIBody = strings.TrimSuffix(sampleBody, "}") +
 	`{"name":"fra-1","region":"eu-west","announcing":["192.0.2.0/24","2001:db8::/48"],"reported_at_unix_nano":1796183999000000000},` +
 	`{"name":"iad-1","region":"us-east","announcing":[],"reported_at_unix_nano":1796183998000000000}],` +
 	`"quota_leases":[` +
-	`{"policy":"api-global","region":"eu-west","per_second":300000,"burst":30000,"nodes":0,"expires_unix_nano":1796184010000000000},` +
+	`{"policy":"api-global","region":"eu-west","per_second":300000,"burst":30000,"nodes":4,"expires_unix_nano":1796184010000000000},` +
 	`{"policy":"api-global","region":"us-east","per_second":200000,"burst":20000,"nodes":0,"expires_unix_nano":1796184010000000000},` +
 	`{"policy":"login","region":"eu-west","per_second":50,"burst":10,"nodes":0,"expires_unix_nano":1796184010000000000}]}`
 
