@@ -77,10 +77,12 @@ type QuotaPolicy struct {
 	// header:<Name>, param:<name> (a path template parameter).
 	Key []string `yaml:"key" json:"key"`
 	// RatePerSecond and Burst of each key's bucket in this region. With
-	// Regional set, the rate is the global rate times this region's share.
+	// Regional set, the rate is the global rate times this region's share;
+	// with Global set, both come from the region's lease (leave them out).
 	RatePerSecond float64   `yaml:"rate_per_second" json:"rate_per_second"`
 	Burst         int       `yaml:"burst" json:"burst"`
 	Regional      *Regional `yaml:"regional" json:"regional,omitempty"`
+	Global        *Global   `yaml:"global" json:"global,omitempty"`
 	// Store: local (each proxy alone, the default) or redis (shared by the
 	// proxies of a region).
 	Store string      `yaml:"store" json:"store"`
@@ -91,6 +93,19 @@ type QuotaPolicy struct {
 type Regional struct {
 	GlobalRatePerSecond float64            `yaml:"global_rate_per_second" json:"global_rate_per_second"`
 	Shares              map[string]float64 `yaml:"shares" json:"shares"` // region -> share, summing to at most 1
+}
+
+// Global is a global budget the control plane splits into regional leases
+// by the demand each region reports (README: global quota leases).
+type Global struct {
+	RatePerSecond uint64 `yaml:"rate_per_second" json:"rate_per_second"` // the whole fleet's rate, 1..1e9
+	Burst         uint64 `yaml:"burst" json:"burst"`                     // the whole fleet's burst, 1..1e9
+	// FloorSharePercent of the global rate is each region's least lease,
+	// and what a region enforces when its lease expired unrenewed; 0..100,
+	// and at most 100 in total over the config's regions.
+	FloorSharePercent int `yaml:"floor_share_percent" json:"floor_share_percent"`
+	LeaseTTLMs        int `yaml:"lease_ttl_ms" json:"lease_ttl_ms"` // default 10000, 1000..300000
+	RebalanceMs       int `yaml:"rebalance_ms" json:"rebalance_ms"` // default 2000, 100..lease_ttl_ms/2
 }
 
 // RedisStore is a shared regional quota store.

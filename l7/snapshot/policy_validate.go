@@ -16,6 +16,8 @@ const (
 	DefaultUnknownKidRefetchMs = 30_000
 	DefaultLeewayMs            = 30_000
 	DefaultRedisTimeoutMs      = 50
+	DefaultLeaseTTLMs          = 10_000
+	DefaultRebalanceMs         = 2_000
 )
 
 // DefaultJWTTypes are the token types a JWT policy accepts when its
@@ -113,6 +115,10 @@ func normalizePolicies(c *Config) {
 	for i := range c.QuotaPolicies {
 		q := &c.QuotaPolicies[i]
 		setDefaultString(&q.Store, "local")
+		if g := q.Global; g != nil {
+			setDefault(&g.LeaseTTLMs, DefaultLeaseTTLMs)
+			setDefault(&g.RebalanceMs, DefaultRebalanceMs)
+		}
 		if r := q.Redis; r != nil {
 			setDefault(&r.TimeoutMs, DefaultRedisTimeoutMs)
 			setDefaultString(&r.Prefix, "rampart:quota:")
@@ -157,7 +163,7 @@ func validatePolicies(c *Config, p *problems) (auth, quota map[string]*QuotaPoli
 	for i := range c.QuotaPolicies {
 		q := &c.QuotaPolicies[i]
 		where := p.named("quota policy", q.ID, i, quotaIDs)
-		validateQuota(p, where, q)
+		validateQuota(p, where, q, len(c.Regions))
 		quota[q.ID] = q
 	}
 	auth = map[string]*QuotaPolicy{}
@@ -236,7 +242,7 @@ func validateAPIKeys(p *problems, where string, k *APIKeyPolicy) {
 	}
 }
 
-func validateQuota(p *problems, where string, q *QuotaPolicy) {
+func validateQuota(p *problems, where string, q *QuotaPolicy, regions int) {
 	if len(q.Key) == 0 {
 		p.add("%s: key needs at least one part", where)
 	}
@@ -259,7 +265,9 @@ func validateQuota(p *problems, where string, q *QuotaPolicy) {
 			p.add("%s: unknown key part %q (tenant, api_key, client_ip, claim:<name>, header:<Name>, param:<name>)", where, part)
 		}
 	}
-	if q.Regional != nil {
+	if q.Global != nil {
+		validateGlobal(p, where, q, regions)
+	} else if q.Regional != nil {
 		r := q.Regional
 		if !(r.GlobalRatePerSecond > 0) || math.IsInf(r.GlobalRatePerSecond, 0) {
 			p.add("%s: regional.global_rate_per_second must be above 0", where)
@@ -281,7 +289,9 @@ func validateQuota(p *problems, where string, q *QuotaPolicy) {
 	} else if !(q.RatePerSecond > 0) || math.IsInf(q.RatePerSecond, 0) || q.RatePerSecond > 1e9 {
 		p.add("%s: rate_per_second %v must be above 0", where, q.RatePerSecond)
 	}
-	checkRange(p, where, "burst", q.Burst, 1, 1_000_000_000)
+	if q.Global == nil {
+		checkRange(p, where, "burst", q.Burst, 1, 1_000_000_000)
+	}
 	switch q.Store {
 	case "local":
 		if q.Redis != nil {
@@ -302,6 +312,30 @@ func validateQuota(p *problems, where string, q *QuotaPolicy) {
 	default:
 		p.add("%s: store %q must be local or redis", where, q.Store)
 	}
+}
+
+// validateGlobal checks a global budget; regions is how many regions the
+// config lists (0: none listed, the floor's total is not checked).
+func validateGlobal(p *problems, where string, q *QuotaPolicy, regions int) {
+	g := q.Global
+	if q.Regional != nil {
+		p.add("%s: global and regional are exclusive; a global budget is split by leases, not fixed shares", where)
+	}
+	if q.RatePerSecond != 0 || q.Burst != 0 {
+		p.add("%s: rate_per_second and burst come from the region's lease under global; leave them out", where)
+	}
+	if g.RatePerSecond < 1 || g.RatePerSecond > 1_000_000_000 {
+		p.add("%s: global.rate_per_second %d is outside 1..1000000000", where, g.RatePerSecond)
+	}
+	if g.Burst < 1 || g.Burst > 1_000_000_000 {
+		p.add("%s: global.burst %d is outside 1..1000000000", where, g.Burst)
+	}
+	checkRange(p, where, "global.floor_share_percent", g.FloorSharePercent, 0, 100)
+	if regions > 0 && g.FloorSharePercent*regions > 100 {
+		p.add("%s: global.floor_share_percent %d over %d regions is %d%%, above the whole budget", where, g.FloorSharePercent, regions, g.FloorSharePercent*regions)
+	}
+	checkRange(p, where, "global.lease_ttl_ms", g.LeaseTTLMs, 1000, 300_000)
+	checkRange(p, where, "global.rebalance_ms", g.RebalanceMs, 100, max(100, g.LeaseTTLMs/2))
 }
 
 func validHostPortName(a string) bool {
