@@ -117,6 +117,10 @@ type Status struct {
 	// the first refusal of its version.
 	RefusedVersion snapshot.Version `json:"refused_version,omitzero"`
 	RefusedReason  string           `json:"refused_reason,omitempty"`
+	// QuotaDemand is, per quota policy, the rate of requests the proxy
+	// tried to admit (allowed and limited) over the last report interval,
+	// sorted by policy: global quota leases are split by it.
+	QuotaDemand []QuotaDemand `json:"quota_demand,omitempty"`
 	// Clusters is the health of the proxy's upstream clusters that have
 	// active health checks, sorted by name.
 	Clusters []ClusterHealth `json:"clusters,omitempty"`
@@ -128,6 +132,12 @@ type Status struct {
 	// RegionState is the version of the region-state document the node
 	// handed over last ("epoch.sequence"; "" before any).
 	RegionState string `json:"region_state,omitempty"`
+}
+
+// QuotaDemand is one quota policy's demand on a node.
+type QuotaDemand struct {
+	Policy    string  `json:"policy"`
+	PerSecond float64 `json:"per_second"`
 }
 
 // DenyEntry is one entry of the fast deny channel.

@@ -89,6 +89,9 @@ func (p *Plane) Report(ctx context.Context, s model.Status) error {
 	if err := checkRegionReport(&s); err != nil {
 		return err
 	}
+	if err := checkQuotaDemand(&s); err != nil { // lease.go
+		return err
+	}
 	if err := p.st.PutNode(ctx, &model.Node{Status: s, SeenAt: time.Now().UTC(), Instance: p.st.Leader().Instance}); err != nil {
 		return err
 	}

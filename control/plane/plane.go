@@ -74,7 +74,8 @@ type Plane struct {
 	files   map[string][]byte // snapshot files by revision id
 	engMu   sync.Mutex        // one engine step at a time
 
-	rs regionStates // regionstate.go
+	rs     regionStates // regionstate.go
+	leases leaseState   // lease.go: global quota leases
 }
 
 // New checks the options and returns a Plane; Run starts it.
@@ -115,6 +116,7 @@ func New(o Options) (*Plane, error) {
 	p := &Plane{o: o, st: o.Store, pub: o.Key.Public().(ed25519.PublicKey), log: o.Logger,
 		refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), files: map[string][]byte{}}
 	p.rs.kick = make(chan struct{}, 1)
+	p.rs.providers = append(p.rs.providers, leaseProvider{p})
 	p.view.Store(&view{})
 	p.hub.init()
 	o.Store.Subscribe(func(model.Event) { p.poke(); p.RegionStateChanged() })
@@ -147,6 +149,7 @@ func (p *Plane) Run(ctx context.Context) error {
 	}
 	go p.engine(ctx)
 	go p.regionStateLoop(ctx)
+	go p.leaseLoop(ctx)
 	t := time.NewTicker(p.o.Refresh)
 	defer t.Stop()
 	for {

@@ -1,0 +1,184 @@
+package plane
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rampart-edge/rampart/control/model"
+	"github.com/rampart-edge/rampart/format/regionstate"
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+func TestAllocate(t *testing.T) {
+	g := snapshot.Global{RatePerSecond: 500_000, Burst: 50_000, FloorSharePercent: 10}
+	three := []string{"ap", "eu", "us"}
+	cases := []struct {
+		name    string
+		g       snapshot.Global
+		regions []string
+		demand  map[string]float64
+		rates   []uint64
+		bursts  []uint64
+	}{
+		{"no regions", g, nil, nil, nil, nil},
+		{"no demand: equal parts, the rest to the first", g, three, nil,
+			[]uint64{166_668, 166_666, 166_666}, []uint64{16_666, 16_666, 16_666}},
+		{"one region's demand takes all but the floors", g, three, map[string]float64{"eu": 1000},
+			[]uint64{50_000, 400_000, 50_000}, []uint64{5000, 40_000, 5000}},
+		{"by demand", g, three, map[string]float64{"ap": 100_000, "eu": 300_000, "us": 100_000},
+			[]uint64{120_000, 260_000, 120_000}, []uint64{12_000, 26_000, 12_000}},
+		{"bad demands count zero", g, three, map[string]float64{"ap": math.NaN(), "eu": math.Inf(1), "us": -5},
+			[]uint64{166_668, 166_666, 166_666}, []uint64{16_666, 16_666, 16_666}},
+		{"floors above the rate shrink", snapshot.Global{RatePerSecond: 10, Burst: 1, FloorSharePercent: 50}, three, map[string]float64{"us": 1},
+			[]uint64{3, 3, 4}, []uint64{1, 1, 1}},
+		{"rest to the largest demand", snapshot.Global{RatePerSecond: 10, Burst: 10}, three, map[string]float64{"ap": 1, "eu": 1, "us": 1},
+			[]uint64{4, 3, 3}, []uint64{4, 3, 3}},
+		{"floor 100 over one region", snapshot.Global{RatePerSecond: 7, Burst: 3, FloorSharePercent: 100}, []string{"eu"}, nil,
+			[]uint64{7}, []uint64{3}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := allocate(tc.g, tc.regions, tc.demand)
+			var rates, bursts []uint64
+			for _, l := range got {
+				rates, bursts = append(rates, l.PerSecond), append(bursts, l.Burst)
+			}
+			if !slices.Equal(rates, tc.rates) || !slices.Equal(bursts, tc.bursts) {
+				t.Fatalf("allocate = rates %v bursts %v, want %v %v", rates, bursts, tc.rates, tc.bursts)
+			}
+		})
+	}
+}
+
+// Property: for any budget, floor, regions and demands, the leases sum to
+// exactly the global rate (never above), each is at least the floor (as
+// allocate shrinks it), bursts are at least 1 and sum to at most the
+// global burst plus one per region, and more demand never means a
+// smaller lease than a region with less.
+func TestAllocateProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 13))
+	for i := range 20_000 {
+		g := snapshot.Global{RatePerSecond: 1 + rng.Uint64N(1_000_000_000), Burst: 1 + rng.Uint64N(1_000_000_000),
+			FloorSharePercent: rng.IntN(101)}
+		if i%3 == 0 {
+			g.RatePerSecond = 1 + rng.Uint64N(20)
+		}
+		n := 1 + rng.IntN(8)
+		regions := make([]string, n)
+		demand := map[string]float64{}
+		for r := range regions {
+			regions[r] = string(rune('a' + r))
+			switch rng.IntN(4) {
+			case 0:
+			case 1:
+				demand[regions[r]] = rng.Float64() * 1e6
+			case 2:
+				demand[regions[r]] = float64(rng.IntN(3))
+			default:
+				demand[regions[r]] = rng.Float64() * 1e12
+			}
+		}
+		got := allocate(g, regions, demand)
+		floor := min(g.RatePerSecond*uint64(g.FloorSharePercent)/100, g.RatePerSecond/uint64(n))
+		var sum, bursts uint64
+		for r, l := range got {
+			sum += l.PerSecond
+			bursts += l.Burst
+			if l.PerSecond < floor || l.Burst < 1 {
+				t.Fatalf("case %d %+v %v: region %s lease %+v below the floor %d or burst 1", i, g, demand, regions[r], l, floor)
+			}
+			for o := range got {
+				if demand[regions[o]] > demand[regions[r]]+1e-9*demand[regions[o]] && got[o].PerSecond+1 < l.PerSecond && o != r {
+					t.Fatalf("case %d %+v %v: region %s with more demand got %d < %d", i, g, demand, regions[o], got[o].PerSecond, l.PerSecond)
+				}
+			}
+		}
+		if sum != g.RatePerSecond {
+			t.Fatalf("case %d %+v %v: leases sum to %d, want exactly %d", i, g, demand, sum, g.RatePerSecond)
+		}
+		if bursts > g.Burst+uint64(n) {
+			t.Fatalf("case %d %+v: bursts sum to %d, above %d + %d", i, g, bursts, g.Burst, n)
+		}
+	}
+}
+
+// Demand shifts from eu to us between two rebalances: the leases follow
+// it, the node counts are the fresh ready nodes, stale reports do not
+// count, and every lease expires one TTL after its grant.
+func TestLeasesForDemandShift(t *testing.T) {
+	q := &snapshot.QuotaPolicy{ID: "api", Global: &snapshot.Global{RatePerSecond: 500_000, Burst: 50_000,
+		FloorSharePercent: 10, LeaseTTLMs: 10_000, RebalanceMs: 2000}}
+	t0 := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	node := func(id, region string, ready bool, seen time.Time, demand float64) model.Node {
+		return model.Node{Status: model.Status{Identity: model.Identity{NodeID: id, Region: region}, Ready: ready,
+			QuotaDemand: []model.QuotaDemand{{Policy: "api", PerSecond: demand}, {Policy: "other", PerSecond: 1e9}}}, SeenAt: seen}
+	}
+	before := []model.Node{
+		node("eu1", "eu", true, t0, 200_000), node("eu2", "eu", true, t0, 200_000), node("eu3", "eu", false, t0, 0),
+		node("us1", "us", true, t0, 100_000),
+		node("ap1", "ap", true, t0.Add(-time.Minute), 1e9), // stale: neither demand nor a node
+	}
+	got := leasesFor(q, []string{"ap", "eu", "us"}, before, t0, 10*time.Second)
+	want := "ap 50000 5000 0|eu 330000 33000 2|us 120000 12000 1"
+	if s := leaseString(got); s != want {
+		t.Fatalf("before the shift: %s, want %s", s, want)
+	}
+	for _, l := range got {
+		if !l.Expires.Equal(t0.Add(10 * time.Second)) {
+			t.Fatalf("%s expires %s, want %s", l.Region, l.Expires, t0.Add(10*time.Second))
+		}
+	}
+	t1 := t0.Add(2 * time.Second)
+	after := []model.Node{
+		node("eu1", "eu", true, t1, 25_000), node("eu2", "eu", true, t1, 25_000), node("eu3", "eu", true, t1, 0),
+		node("us1", "us", true, t1, 350_000), node("us2", "us", true, t1, 50_000),
+		node("ap1", "ap", true, t1, 50_000),
+	}
+	got = leasesFor(q, []string{"ap", "eu", "us"}, after, t1, 10*time.Second)
+	want = "ap 85000 8500 1|eu 85000 8500 3|us 330000 33000 2"
+	if s := leaseString(got); s != want {
+		t.Fatalf("after the shift: %s, want %s", s, want)
+	}
+	if got[0].Expires != t1.Add(10*time.Second) {
+		t.Fatalf("renewed lease expires %s, want %s", got[0].Expires, t1.Add(10*time.Second))
+	}
+	// A region only a node names is leased too; one no one names is not.
+	got = leasesFor(q, nil, after[:3], t1, 10*time.Second)
+	if s := leaseString(got); s != "eu 500000 50000 3" {
+		t.Fatalf("regions from nodes only: %s", s)
+	}
+}
+
+func leaseString(ls []regionstate.QuotaLease) string {
+	var b strings.Builder
+	for i, l := range ls {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(l.Region + " " + strconv.FormatUint(l.PerSecond, 10) + " " + strconv.FormatUint(l.Burst, 10) + " " + strconv.FormatUint(l.Nodes, 10))
+	}
+	return b.String()
+}
+
+func TestCheckQuotaDemand(t *testing.T) {
+	ok := model.Status{QuotaDemand: []model.QuotaDemand{{Policy: "b", PerSecond: 2}, {Policy: "a", PerSecond: 0}}}
+	if err := checkQuotaDemand(&ok); err != nil || ok.QuotaDemand[0].Policy != "a" {
+		t.Fatalf("checkQuotaDemand(valid) = %v, order %v", err, ok.QuotaDemand)
+	}
+	for _, bad := range []model.QuotaDemand{{Policy: "", PerSecond: 1}, {Policy: "a", PerSecond: -1},
+		{Policy: "a", PerSecond: math.NaN()}, {Policy: "a", PerSecond: math.Inf(1)}, {Policy: "a\n", PerSecond: 1}} {
+		s := model.Status{QuotaDemand: []model.QuotaDemand{bad}}
+		if err := checkQuotaDemand(&s); err == nil {
+			t.Errorf("checkQuotaDemand(%+v) accepted it", bad)
+		}
+	}
+	many := model.Status{QuotaDemand: make([]model.QuotaDemand, MaxReportQuotaDemand+1)}
+	if err := checkQuotaDemand(&many); err == nil || !strings.Contains(err.Error(), "over the") {
+		t.Fatalf("checkQuotaDemand(%d entries) = %v", len(many.QuotaDemand), err)
+	}
+}
