@@ -26,8 +26,12 @@ func buildPolicies(rt *Runtime, env *runtimeEnv, prev *Runtime) error {
 		return fmt.Errorf("auth policies: %w", err)
 	}
 	m := env.metrics
-	rt.quota, err = quota.New(c.QuotaPolicies, env.region, prevQuota, quota.Options{Logger: env.log,
-		Observe: func(policy, outcome string) { m.quota.WithLabelValues(policy, outcome).Inc() }})
+	qo := quota.Options{Logger: env.log,
+		Observe: func(policy, outcome string) { m.quota.WithLabelValues(policy, outcome).Inc() }}
+	if env.proxy != nil {
+		qo.Leases = env.proxy.regional.State // global policies enforce their region's lease
+	}
+	rt.quota, err = quota.New(c.QuotaPolicies, env.region, prevQuota, qo)
 	if err != nil {
 		rt.auth.Close()
 		return fmt.Errorf("quota policies: %w", err)

@@ -23,6 +23,24 @@
 // must not spend budget that belongs to others. Burst is per region as
 // configured.
 //
+// # Global leases
+//
+// A policy with global set has no rate of its own: the control plane
+// leases each region a part of the global rate (format/regionstate
+// QuotaLease: per second, burst, the region's ready node count, expiry),
+// and the Limiter reads the lease of its region from the region state in
+// force (Options.Leases) on every Take, so a new document takes effect at
+// once. With local buckets each proxy enforces the lease divided by the
+// lease's node count (burst likewise, at least 1); with the Redis store
+// the region's bucket holds the whole lease, and fail open falls back to
+// the divided local bucket. When the lease has expired unrenewed (the
+// control plane is gone), or there is no lease or document at all, the
+// policy enforces floor_share_percent of the global rate (burst scaled
+// alike), divided by the node count of the expired lease (1 without
+// one); a floor of 0 refuses every request then. A changed lease changes
+// the rate and burst of the existing buckets (tokens above a smaller
+// burst are cut), so rebalancing never refills them.
+//
 // # Keys
 //
 // BuildKey joins the policy's key parts with 0x1f, escaping 0x1e and 0x1f

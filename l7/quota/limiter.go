@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rampart-edge/rampart/format/regionstate"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -31,6 +32,10 @@ type Options struct {
 	// outcome "allowed" or "limited", and also with "store_error" when the
 	// decision was Degraded. It must be fast and safe for concurrent use.
 	Observe func(policy, outcome string)
+	// Leases returns the region state in force, whose quota leases global
+	// policies enforce (the process's region.Live.State); nil, or a nil
+	// state, means no lease: global policies enforce their floor share.
+	Leases func() *regionstate.State
 }
 
 // Limiter decides requests against the quota policies of one snapshot. It
@@ -40,6 +45,7 @@ type Limiter struct {
 	base     time.Time // bucket times are ns since base, inherited across New
 	now      func() time.Time
 	observe  func(policy, outcome string)
+	leases   func() *regionstate.State
 	log      *slog.Logger
 	maxKeys  int
 	clients  map[string]*redisClient
@@ -55,6 +61,9 @@ type policy struct {
 	burst int
 	local *localStore  // the buckets (store local) or the fail-open floor (redis)
 	redis *redisPolicy // store redis only
+	// global is set for a global policy: rate and burst above are then
+	// the global budget, and what is enforced follows the lease.
+	global *globalPolicy
 }
 
 // Decision is the answer to one request.
@@ -81,7 +90,7 @@ func New(policies []snapshot.QuotaPolicy, region string, prev *Limiter, opts Opt
 		opts.MaxKeys = DefaultMaxKeys
 	}
 	l := &Limiter{policies: make(map[string]*policy, len(policies)), now: opts.Now,
-		observe: opts.Observe, log: opts.Logger, maxKeys: opts.MaxKeys, clients: map[string]*redisClient{}}
+		observe: opts.Observe, leases: opts.Leases, log: opts.Logger, maxKeys: opts.MaxKeys, clients: map[string]*redisClient{}}
 	if prev != nil {
 		l.base = prev.base
 	} else {
@@ -105,7 +114,7 @@ func New(policies []snapshot.QuotaPolicy, region string, prev *Limiter, opts Opt
 			old = prev.policies[p.id]
 		}
 		if old != nil && old.local != nil && old.rate == p.rate && old.burst == p.burst &&
-			old.store == p.store && slices.Equal(old.parts, p.parts) {
+			old.store == p.store && slices.Equal(old.parts, p.parts) && sameGlobal(old.global, p.global) {
 			p.local = old.local
 		} else if p.rate > 0 {
 			p.local = newLocalStore(p.rate, p.burst, l.maxKeys)
@@ -130,10 +139,19 @@ func newPolicy(q *snapshot.QuotaPolicy, region string, log *slog.Logger) (*polic
 			return nil, fmt.Errorf("quota policy %q: unknown key part %q", q.ID, part)
 		}
 	}
-	if p.burst < 1 {
+	if g := q.Global; g != nil {
+		if g.RatePerSecond < 1 || g.RatePerSecond > 1e9 || g.Burst < 1 || g.Burst > 1e9 || g.FloorSharePercent < 0 || g.FloorSharePercent > 100 || q.Regional != nil {
+			return nil, fmt.Errorf("quota policy %q: bad global budget (rate %d, burst %d, floor %d%%, regional set %v)",
+				q.ID, g.RatePerSecond, g.Burst, g.FloorSharePercent, q.Regional != nil)
+		}
+		p.rate, p.burst = float64(g.RatePerSecond), int(g.Burst)
+		p.global = &globalPolicy{id: q.ID, region: region, g: *g, redis: p.store == "redis"}
+	} else if p.burst < 1 {
 		return nil, fmt.Errorf("quota policy %q: burst %d must be at least 1", q.ID, p.burst)
 	}
-	if r := q.Regional; r != nil {
+	switch r := q.Regional; {
+	case p.global != nil: // the rate follows the lease
+	case r != nil:
 		share, ok := r.Shares[region]
 		if !(r.GlobalRatePerSecond > 0) || math.IsInf(r.GlobalRatePerSecond, 0) || !(share >= 0 && share <= 1) {
 			return nil, fmt.Errorf("quota policy %q: bad regional budget (global %v, share of %q %v)",
@@ -144,7 +162,7 @@ func newPolicy(q *snapshot.QuotaPolicy, region string, log *slog.Logger) (*polic
 			log.Warn("quota: region has no share of the policy's global budget; every request under it is refused (429)",
 				"policy", q.ID, "region", region)
 		}
-	} else if !(p.rate > 0) || math.IsInf(p.rate, 0) {
+	case !(p.rate > 0) || math.IsInf(p.rate, 0):
 		return nil, fmt.Errorf("quota policy %q: rate_per_second %v must be above 0", q.ID, p.rate)
 	}
 	switch p.store {
@@ -173,15 +191,18 @@ func (l *Limiter) Take(ctx context.Context, policyID string, key []byte) Decisio
 	if p == nil {
 		return Decision{Allowed: true}
 	}
-	now := int64(l.now().Sub(l.base))
+	at := l.now()
+	now := int64(at.Sub(l.base))
 	var d Decision
 	switch {
+	case p.global != nil:
+		d = l.takeGlobal(ctx, p, p.global.view(l.state(), now, at, l.base), key, now)
 	case p.rate <= 0:
 		d = Decision{RetryAfter: zeroBudgetRetry, Reset: zeroBudgetRetry}
 	case p.redis != nil:
-		d = l.takeRedis(ctx, p, key, now)
+		d = l.takeRedis(ctx, p, p.redis.args, p.burst, p.rate, key, now)
 	default:
-		d = p.decide(p.local.take(key, now))
+		d = decide(p.local.take(key, now), p.rate, p.burst)
 	}
 	if l.observe != nil {
 		if d.Degraded {
@@ -196,15 +217,39 @@ func (l *Limiter) Take(ctx context.Context, policyID string, key []byte) Decisio
 	return d
 }
 
-// decide turns a bucket's answer into a Decision.
-func (p *policy) decide(r result) Decision {
-	d := Decision{Allowed: r.allowed, Limit: p.burst,
+// decide turns the answer of a bucket of rate and burst into a Decision.
+func decide(r result, rate float64, burst int) Decision {
+	d := Decision{Allowed: r.allowed, Limit: burst,
 		Remaining: max(0, int(math.Floor(r.tokens+epsilon))),
-		Reset:     seconds((float64(p.burst) - r.tokens) / p.rate)}
+		Reset:     seconds((float64(burst) - r.tokens) / rate)}
 	if !r.allowed {
-		d.RetryAfter = seconds((1 - r.tokens) / p.rate)
+		d.RetryAfter = seconds((1 - r.tokens) / rate)
 	}
 	return d
+}
+
+// takeGlobal decides a request of a global policy under its lease view v:
+// no budget (a floor of 0 with no lease) refuses; local buckets run at
+// the lease divided by the region's nodes; the Redis bucket at the whole
+// regional lease, with the divided local bucket as its fail-open floor.
+func (l *Limiter) takeGlobal(ctx context.Context, p *policy, v *leaseView, key []byte, now int64) Decision {
+	if !(v.regionalRate > 0) {
+		return Decision{RetryAfter: zeroBudgetRetry, Reset: zeroBudgetRetry}
+	}
+	p.local.setLimits(v.rate, v.burst)
+	if p.redis != nil {
+		return l.takeRedis(ctx, p, v.args, int(v.regionalBurst), v.rate, key, now)
+	}
+	return decide(p.local.take(key, now), v.rate, int(v.burst))
+}
+
+// sameGlobal reports whether two policies' global budgets are the same
+// (both nil: neither is global).
+func sameGlobal(a, b *globalPolicy) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.g == b.g && a.region == b.region && a.redis == b.redis
 }
 
 // seconds converts s seconds to a Duration, rounding up to the nanosecond

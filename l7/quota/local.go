@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,8 +33,7 @@ type shard struct {
 
 // localStore holds the buckets of one policy in this process.
 type localStore struct {
-	rate    float64 // tokens per second, > 0
-	burst   float64
+	lim     atomic.Pointer[limits] // changes with a global policy's lease
 	maxKeys int
 	seed    maphash.Seed
 	mask    uint64
@@ -45,8 +45,8 @@ func newLocalStore(rate float64, burst, maxKeys int) *localStore {
 	for n < 32 && maxKeys/(n*2) >= 1024 {
 		n *= 2
 	}
-	s := &localStore{rate: rate, burst: float64(burst), maxKeys: maxKeys,
-		seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
+	s := &localStore{maxKeys: maxKeys, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
+	s.setLimits(rate, float64(burst))
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.m = make(map[string]*bucket)
@@ -54,6 +54,18 @@ func newLocalStore(rate float64, burst, maxKeys int) *localStore {
 		sh.max = max(1, maxKeys/n)
 	}
 	return s
+}
+
+// limits are a store's rate (tokens per second, > 0) and burst.
+type limits struct{ rate, burst float64 }
+
+// setLimits changes the rate and burst every bucket refills with from now
+// on (a global policy's lease changed); tokens above a smaller burst are
+// cut at the next take.
+func (s *localStore) setLimits(rate, burst float64) {
+	if l := s.lim.Load(); l == nil || l.rate != rate || l.burst != burst {
+		s.lim.Store(&limits{rate: rate, burst: burst})
+	}
 }
 
 // result is a bucket's answer: whether a token was taken and how many are
@@ -65,15 +77,16 @@ type result struct {
 
 // take takes a token from key's bucket at now (ns since base).
 func (s *localStore) take(key []byte, now int64) result {
+	lim := s.lim.Load()
 	sh := &s.shards[maphash.Bytes(s.seed, key)&s.mask]
 	sh.mu.Lock()
 	b := sh.m[string(key)]
 	if b == nil {
-		b = sh.insert(string(key), now, s)
+		b = sh.insert(string(key), now, lim)
 	} else {
 		sh.unlink(b)
 		sh.pushFront(b)
-		s.refill(b, now)
+		lim.refill(b, now)
 	}
 	r := result{allowed: b.tokens >= 1-epsilon}
 	if r.allowed {
@@ -84,16 +97,17 @@ func (s *localStore) take(key []byte, now int64) result {
 	return r
 }
 
-func (s *localStore) refill(b *bucket, now int64) {
+func (l *limits) refill(b *bucket, now int64) {
 	if now > b.last {
-		b.tokens = math.Min(s.burst, b.tokens+float64(now-b.last)*s.rate/1e9)
+		b.tokens = b.tokens + float64(now-b.last)*l.rate/1e9
 		b.last = now
 	}
+	b.tokens = math.Min(l.burst, b.tokens)
 }
 
 // full reports whether b will have refilled completely by now.
-func (s *localStore) full(b *bucket, now int64) bool {
-	return b.tokens+float64(max(0, now-b.last))*s.rate/1e9 >= s.burst-epsilon
+func (l *limits) full(b *bucket, now int64) bool {
+	return b.tokens+float64(max(0, now-b.last))*l.rate/1e9 >= l.burst-epsilon
 }
 
 // idleDrop is how long a refilled bucket must have been idle before an
@@ -105,7 +119,7 @@ const idleDrop = int64(time.Minute)
 // is the same as none, so nothing is lost). A full shard then evicts one
 // of its four least recently used buckets that has refilled, else the
 // least recently used one.
-func (sh *shard) insert(key string, now int64, s *localStore) *bucket {
+func (sh *shard) insert(key string, now int64, s *limits) *bucket {
 	var b *bucket
 	for i := 0; i < 2 && len(sh.m) > 0; i++ {
 		t := sh.head.prev

@@ -88,18 +88,19 @@ func newRedisPolicy(q *snapshot.QuotaPolicy, region string, rate float64) (*redi
 		args: []any{strconv.FormatFloat(rate, 'g', -1, 64), strconv.Itoa(q.Burst)}}, nil
 }
 
-// takeRedis decides a request of p, a Redis policy, in Redis, or by its
-// fail mode when Redis cannot answer.
-func (l *Limiter) takeRedis(ctx context.Context, p *policy, key []byte, now int64) Decision {
+// takeRedis decides a request of p, a Redis policy, in Redis (with the
+// script's args, a bucket of capacity limit), or by its fail mode when
+// Redis cannot answer (fail open: p's local bucket of localRate).
+func (l *Limiter) takeRedis(ctx context.Context, p *policy, args []any, limit int, localRate float64, key []byte, now int64) Decision {
 	rp := p.redis
 	c := rp.client
 	if ctx.Err() == nil && c.allow(now) {
 		cctx, cancel := context.WithTimeout(ctx, rp.timeout)
-		v, err := tokenBucket.Run(cctx, c.rdb, []string{rp.prefix + string(key)}, rp.args...).Int64Slice()
+		v, err := tokenBucket.Run(cctx, c.rdb, []string{rp.prefix + string(key)}, args...).Int64Slice()
 		cancel()
 		if err == nil && len(v) == 4 {
 			c.up()
-			return Decision{Allowed: v[0] == 1, Limit: p.burst, Remaining: int(v[1]),
+			return Decision{Allowed: v[0] == 1, Limit: limit, Remaining: int(v[1]),
 				RetryAfter: time.Duration(v[2]) * time.Microsecond, Reset: time.Duration(v[3]) * time.Microsecond}
 		}
 		var reply redis.Error
@@ -108,11 +109,12 @@ func (l *Limiter) takeRedis(ctx context.Context, p *policy, key []byte, now int6
 		}
 	}
 	if rp.failOpen {
-		d := p.decide(p.local.take(key, now))
+		lim := p.local.lim.Load()
+		d := decide(p.local.take(key, now), localRate, int(lim.burst))
 		d.Degraded = true
 		return d
 	}
-	return Decision{Limit: p.burst, RetryAfter: time.Second, Reset: time.Second, Degraded: true}
+	return Decision{Limit: limit, RetryAfter: time.Second, Reset: time.Second, Degraded: true}
 }
 
 // clientsMu guards every redisClient's refs.
