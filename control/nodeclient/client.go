@@ -91,6 +91,9 @@ type Observation struct {
 	// Clusters is the upstream clusters' endpoint health
 	// (rampart_endpoint_healthy), sorted by name.
 	Clusters []model.ClusterHealth
+	// QuotaAttempts counts, per quota policy, the requests the proxy
+	// tried to admit (allowed and limited) since it started.
+	QuotaAttempts map[string]uint64
 }
 
 // Client runs the node side.
@@ -108,6 +111,7 @@ type Client struct {
 	// regionVersion is the region-state document handed over last
 	// (regionstate.go).
 	regionVersion envelope.Version
+	demand        demandMeter // report.go: quota demand rates
 }
 
 // New checks the config and reads what the node already has: the newest

@@ -75,6 +75,7 @@ func AdminObserver(base string, hc *http.Client) func(context.Context) (Observat
 		}
 		o.Requests, o.Errors, o.LatencySeconds, o.LatencyCount = m.Requests, m.Errors, m.LatencySeconds, m.LatencyCount
 		o.Clusters = m.ClusterHealth()
+		o.QuotaAttempts = m.QuotaAttempts
 		return o, nil
 	}
 }
@@ -88,7 +89,14 @@ type Metrics struct {
 	// Endpoints counts, per cluster, the rampart_endpoint_healthy series
 	// ([0]: healthy ones, value 1; [1]: all).
 	Endpoints map[string][2]int
+	// QuotaAttempts counts, per quota policy, the requests the proxy tried
+	// to admit: rampart_quota_decisions_total{outcome="allowed"|"limited"}
+	// (at most MaxQuotaPolicies policies; more are left out).
+	QuotaAttempts map[string]uint64
 }
+
+// MaxQuotaPolicies bounds the policies a report carries demand for.
+const MaxQuotaPolicies = 4096
 
 // ClusterHealth is Endpoints as a list sorted by cluster name.
 func (m Metrics) ClusterHealth() []model.ClusterHealth {
@@ -143,6 +151,17 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 			}
 			e[1]++
 			m.Endpoints[c] = e
+		case "rampart_quota_decisions_total":
+			o, p := label(labels, "outcome"), label(labels, "policy")
+			if p == "" || (o != "allowed" && o != "limited") {
+				continue
+			}
+			if m.QuotaAttempts == nil {
+				m.QuotaAttempts = map[string]uint64{}
+			}
+			if _, ok := m.QuotaAttempts[p]; ok || len(m.QuotaAttempts) < MaxQuotaPolicies {
+				m.QuotaAttempts[p] = add(m.QuotaAttempts[p], value)
+			}
 		}
 	}
 	return m, sc.Err()

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
 )
@@ -27,6 +28,10 @@ rampart_request_duration_seconds_count{route="get-user"} 100
 rampart_endpoint_healthy{cluster="db",endpoint="198.51.100.1:5432"} 1
 rampart_endpoint_healthy{cluster="db",endpoint="198.51.100.2:5432"} 0
 rampart_endpoint_healthy{cluster="api",endpoint="198.51.100.3:80"} 0
+rampart_quota_decisions_total{outcome="allowed",policy="api"} 40
+rampart_quota_decisions_total{outcome="limited",policy="api"} 2
+rampart_quota_decisions_total{outcome="store_error",policy="api"} 9
+rampart_quota_decisions_total{outcome="allowed",policy="login"} 5
 go_goroutines 12
 `
 
@@ -40,6 +45,9 @@ func TestParseMetrics(t *testing.T) {
 	}
 	if ch := m.ClusterHealth(); len(ch) != 2 || ch[0] != (model.ClusterHealth{Name: "api", Healthy: 0, Total: 1}) || ch[1] != (model.ClusterHealth{Name: "db", Healthy: 1, Total: 2}) {
 		t.Fatalf("ClusterHealth = %+v", ch)
+	}
+	if q := m.QuotaAttempts; len(q) != 2 || q["api"] != 42 || q["login"] != 5 {
+		t.Fatalf("QuotaAttempts = %v, want api 42 (allowed and limited, not store_error), login 5", q)
 	}
 	for _, bad := range []string{"rampart_requests_total{code=\"200\" 5\n", "rampart_requests_total x\n", "lonely\n"} {
 		if _, err := ParseMetrics(strings.NewReader(bad)); err == nil {
@@ -76,4 +84,22 @@ func FuzzParseMetrics(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = ParseMetrics(strings.NewReader(s))
 	})
+}
+
+// The demand meter reports attempts per second between two reports,
+// nothing on the first, and counts a counter that went down from 0.
+func TestDemandMeter(t *testing.T) {
+	var m demandMeter
+	t0 := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	if r := m.rates(map[string]uint64{"api": 100}, t0); r != nil {
+		t.Fatalf("first call: %v, want nothing", r)
+	}
+	r := m.rates(map[string]uint64{"api": 1100, "login": 20}, t0.Add(2*time.Second))
+	if len(r) != 2 || r[0] != (model.QuotaDemand{Policy: "api", PerSecond: 500}) || r[1] != (model.QuotaDemand{Policy: "login", PerSecond: 10}) {
+		t.Fatalf("rates = %+v, want api 500/s, login 10/s", r)
+	}
+	r = m.rates(map[string]uint64{"api": 30}, t0.Add(3*time.Second))
+	if len(r) != 1 || r[0].PerSecond != 30 {
+		t.Fatalf("after a restart: %+v, want api 30/s", r)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
@@ -95,6 +97,7 @@ func (cl *Client) status(o Observation, oerr error) model.Status {
 		cl.base = Observation{Active: o.Active} // the proxy restarted: its counters did too
 	}
 	st.Active, st.Ready, st.Clusters = o.Active, o.Ready, o.Clusters
+	st.QuotaDemand = cl.demand.rates(o.QuotaAttempts, time.Now())
 	st.Requests = o.Requests - cl.base.Requests
 	st.Errors = min(o.Errors-cl.base.Errors, st.Requests)
 	st.ErrorRate, st.LatencyMs = 0, 0
@@ -106,6 +109,35 @@ func (cl *Client) status(o Observation, oerr error) model.Status {
 		st.LatencyMs = max(st.LatencyMs, 0)
 	}
 	return *st
+}
+
+// demandMeter turns the proxy's quota attempt counters into rates over
+// the time between two reports, for the control plane's global quota
+// leases.
+type demandMeter struct {
+	prev map[string]uint64
+	at   time.Time
+}
+
+// rates returns each policy's attempts per second since the last call
+// (sorted by policy; nil on the first call). A counter that went down
+// (the proxy restarted) counts from 0.
+func (m *demandMeter) rates(cur map[string]uint64, now time.Time) []model.QuotaDemand {
+	prev, at := m.prev, m.at
+	m.prev, m.at = cur, now
+	dt := now.Sub(at).Seconds()
+	if prev == nil || !(dt > 0) {
+		return nil
+	}
+	out := make([]model.QuotaDemand, 0, len(cur))
+	for p, n := range cur {
+		if old := prev[p]; n >= old {
+			n -= old
+		}
+		out = append(out, model.QuotaDemand{Policy: p, PerSecond: float64(n) / dt})
+	}
+	slices.SortFunc(out, func(a, b model.QuotaDemand) int { return strings.Compare(a.Policy, b.Policy) })
+	return out
 }
 
 func (cl *Client) sendReport(ctx context.Context) {
