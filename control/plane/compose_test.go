@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,10 @@ func TestComposeVersions(t *testing.T) {
 		}
 	}
 	report(true)
+	long := model.Identity{NodeID: strings.Repeat("n", 100), Region: "eu"} // a valid node id, too long for a site name
+	if err := p.Report(ctx, model.Status{Identity: long, Ready: true, AgentSeen: true}); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	version := func() string { s, _ := p.RegionState(); return s.Version.String() }
 	compose := func(at time.Time) {
@@ -50,6 +55,9 @@ func TestComposeVersions(t *testing.T) {
 	}
 	compose(now)
 	v1 := version()
+	if s, _ := p.RegionState(); len(s.Sites) != 1 || s.Sites[0].Name != "n1" {
+		t.Fatalf("sites: %+v", s.Sites)
+	}
 	report(true) // a new report time only
 	compose(now.Add(100 * time.Millisecond))
 	if v := version(); v != v1 {

@@ -167,7 +167,8 @@ func contentKey(s *regionstate.State) string {
 // regionBase is the plane's own part of the document: every region of the
 // config (and every region a node reported) with its health, served
 // version and drain; every platform of the config with its writer and
-// replica lags; every site whose agent reported.
+// replica lags; every site whose agent reported (and whose node id fits a
+// site name: 64 bytes).
 func (p *Plane) regionBase(ctx context.Context, now time.Time) (*regionstate.State, error) {
 	cfg, err := p.currentConfig(ctx)
 	if err != nil {
@@ -217,6 +218,12 @@ func (p *Plane) regionBase(ctx context.Context, now time.Time) (*regionstate.Sta
 	}
 	for _, n := range nodes {
 		if !n.AgentSeen || n.Region == "" {
+			continue
+		}
+		if len(n.NodeID) > regionstate.MaxNameBytes {
+			// A node id may be 128 bytes, a site name 64: such a node is
+			// not a site rather than a document that does not build.
+			p.log.Debug("region state: node id too long for a site name", "node", n.NodeID)
 			continue
 		}
 		s.Sites = append(s.Sites, regionstate.Site{Name: n.NodeID, Region: n.Region, Announcing: slices.Clone(n.Announcing), ReportedAt: minTime(n.SeenAt, now)})
