@@ -20,7 +20,7 @@ type simClock struct {
 	t  time.Time
 }
 
-func (c *simClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *simClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *simClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 // simNode is one proxy: a real quota.Limiter reading its region's state.
