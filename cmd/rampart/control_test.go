@@ -192,6 +192,23 @@ routes: [{id: hello, host: "*", methods: [GET], path_template: /hello, upstream_
 	if len(st.Listeners) != 1 || st.Listeners[0].Bound != listen || st.Control.State != "ok" {
 		t.Fatalf("proxy /status: %+v", st)
 	}
+	// With -control-url and no -region-state, the control plane's region
+	// state lands in <state-dir>/region-state.json and the proxy runs it.
+	poll(t, 30*time.Second, "the proxy to run the control plane's region state", func() bool {
+		var rs struct {
+			RegionState *struct {
+				File    string `json:"file"`
+				Version string `json:"version"`
+				Fresh   bool   `json:"fresh"`
+			} `json:"region_state"`
+		}
+		_ = json.Unmarshal([]byte(get(t, "http://"+adminAddr+"/status")), &rs)
+		return rs.RegionState != nil && rs.RegionState.Fresh && rs.RegionState.Version != "" &&
+			rs.RegionState.File == filepath.Join(dir, "state", "region-state.json")
+	})
+	if out, code := run(t, "regionstate", "verify", "-key", key+".pub", filepath.Join(dir, "state", "region-state.json")); code != 0 {
+		t.Fatalf("regionstate verify of the handed-over file: exit %d\n%s", code, out)
+	}
 
 	bad := strings.Replace(good, `address: "127.0.0.1:0"}]`, `address: "127.0.0.1:0"}, {name: tls, address: "127.0.0.1:0", tls: {certificates: [{cert_file: /nonexistent/rampart/api.pem, key_file: /nonexistent/rampart/api.key}]}}]`, 1)
 	badFile := filepath.Join(dir, "bad.yaml")
