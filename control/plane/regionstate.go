@@ -81,6 +81,8 @@ type composed struct {
 func (p *Plane) regionStateLoop(ctx context.Context) {
 	t := time.NewTicker(p.o.RegionStateRefresh)
 	defer t.Stop()
+	var lastErr string
+	var loggedAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -88,8 +90,17 @@ func (p *Plane) regionStateLoop(ctx context.Context) {
 		case <-t.C:
 		case <-p.rs.kick:
 		}
-		if err := p.composeRegionState(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			p.log.Warn("compose region state", "err", err)
+		err := p.composeRegionState(ctx, time.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// The same failure is logged once per refresh, not per change.
+			if err.Error() != lastErr || time.Since(loggedAt) >= p.o.RegionStateRefresh {
+				p.log.Warn("compose region state: the last document stays", "err", err)
+				lastErr, loggedAt = err.Error(), time.Now()
+			}
+		case err == nil && lastErr != "":
+			p.log.Info("region state composed again")
+			lastErr = ""
 		}
 		select {
 		case <-ctx.Done():
