@@ -66,6 +66,7 @@ func New(p *plane.Plane, tokens []Token, log *slog.Logger) (*API, error) {
 	m.HandleFunc("POST /v1/regions/{region}/drain", a.guard(RoleAdmin, a.drainRegion))
 	m.HandleFunc("POST /v1/regions/{region}/undrain", a.guard(RoleAdmin, a.undrainRegion))
 	m.HandleFunc("GET /v1/platforms", a.guard(RoleRead, a.platforms))
+	m.HandleFunc("GET /v1/quota/leases", a.guard(RoleRead, a.quotaLeases)) // leases.go
 	m.HandleFunc("POST /v1/platforms/{platform}/lag", a.guard(RoleMonitor, a.pushLag))
 	m.HandleFunc("POST /v1/platforms/{platform}/writer", a.guard(RoleAdmin, a.setWriter))
 	m.HandleFunc("GET /v1/node/regionstate", a.nodeGuard(a.watchRegionState))

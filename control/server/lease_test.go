@@ -151,6 +151,16 @@ func TestGlobalQuotaLeases(t *testing.T) {
 	everyNodeState(30*time.Second, "leases after the shift (eu-west about 260,000/s)", func(ls map[string]regionstate.QuotaLease) bool {
 		return near(ls["eu-west"].PerSecond, 260_000) && near(ls["us-east"].PerSecond, 120_000)
 	})
+	took := time.Since(t0)
+	var api struct {
+		Leases []struct {
+			Policy, Region string
+			PerSecond      uint64 `json:"per_second"`
+		} `json:"leases"`
+	}
+	if r := in.call(t, readToken, "GET", "/v1/quota/leases", "", nil, nil, &api); r.StatusCode != 200 || len(api.Leases) != 3 || api.Leases[0].Policy != "api-global" || api.Leases[0].Region != "eu-central" {
+		t.Fatalf("GET /v1/quota/leases: %d %+v", r.StatusCode, api)
+	}
 	t.Logf("FIGURE global quota lease rebalance: demand shift -> new leases in all %d nodes' region-state files: %d ms (rebalance_ms 500, node reports every 100 ms; go test -count=1 -v -run TestGlobalQuotaLeases ./control/server)",
-		len(nodes), time.Since(t0).Milliseconds())
+		len(nodes), took.Milliseconds())
 }
