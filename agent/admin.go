@@ -39,6 +39,8 @@ func (a *Agent) Handler() http.Handler {
 		g = prometheus.Gatherers{a.reg, a.ac}
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("POST "+anycast.DrainPath, a.handleDrain(false))
+	mux.HandleFunc("POST "+anycast.UndrainPath, a.handleDrain(true))
 	mux.HandleFunc(anycast.StatusPath, func(w http.ResponseWriter, r *http.Request) {
 		if a.ac == nil {
 			http.Error(w, "anycast is off on this agent (no -anycast-config)", http.StatusNotFound)

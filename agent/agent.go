@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,13 +36,16 @@ type Agent struct {
 	fmu sync.RWMutex
 	f   *bpf.Filter // nil outside Run
 
-	vips  *VIPs
-	socks *socketFollower
-	snaps *snapdir.Watcher
-	deny  *denywatch.Watcher
-	ac    *anycastFeed         // nil without anycast
-	rs    *regionwatch.Watcher // nil without -region-state
-	rg    *regionGuard
+	vips       *VIPs
+	socks      *socketFollower
+	snaps      *snapdir.Watcher
+	deny       *denywatch.Watcher
+	ac         *anycastFeed         // nil without anycast
+	rs         *regionwatch.Watcher // nil without -region-state
+	rg         *regionGuard
+	rk         *regionKeeper
+	drains     *operatorDrains
+	adminToken []byte // sha256 of the admin token; nil: writes refused
 
 	denyStage denyStager // a new deny list streamed into fresh tries (denysync.go)
 
@@ -93,6 +97,15 @@ func New(c Config) (*Agent, error) {
 			OnApply:  func(*deny.List) { a.wake() }, Parse: a.parseDeny}
 	}
 	a.rg = &regionGuard{region: c.Region, groups: c.TenantGroups}
+	a.rk = &regionKeeper{a: a}
+	a.drains = &operatorDrains{path: filepath.Join(c.StateDir, drainsFile)}
+	if err := a.drains.load(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if c.AdminToken != "" {
+		sum := sha256.Sum256([]byte(c.AdminToken))
+		a.adminToken = sum[:]
+	}
 	if c.RegionState != "" {
 		w, err := regionwatch.New(regionwatch.Config{Path: c.RegionState, StatePath: filepath.Join(c.StateDir, "region-state.json"),
 			PublicKey: c.PublicKey, MaxAge: c.RegionStateMaxAge, Interval: c.Poll, Logger: c.Logger})
@@ -197,6 +210,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.rs != nil {
 		run(func(c context.Context) { _ = a.rs.Run(c) })
+		if a.ac != nil {
+			run(a.regionDrainLoop)
+		}
 	}
 	run(a.syncLoop)
 	run(a.socketLoop)

@@ -30,7 +30,7 @@ const (
 )
 
 var fedKinds = map[string]string{InputProxyReady: anycast.KindBool, InputXDP: anycast.KindBool,
-	InputSnapshotFresh: anycast.KindAge, InputUpstreams: anycast.KindShare}
+	InputSnapshotFresh: anycast.KindAge, InputUpstreams: anycast.KindShare, InputRegion: anycast.KindBool}
 
 // anycastFeed builds the announcer once the active snapshot has VIPs, feeds
 // its inputs and turns the snapshot's VIPs into its VIPs.
@@ -52,7 +52,7 @@ func newAnycastFeed(a *Agent, c anycast.Config) *anycastFeed {
 	for _, in := range c.Inputs {
 		if k, ok := fedKind(in.Name); (!ok || k != in.Kind) && in.Kind != anycast.KindHTTP {
 			a.log.Error("anycast: input is not one the agent feeds; it stays down and the VIPs that need it stay withdrawn",
-				"input", in.Name, "kind", in.Kind, "fed", "proxy_ready (bool), xdp (bool), snapshot_fresh (age), upstreams (share), region_serves_tenants[:GROUP] (bool)")
+				"input", in.Name, "kind", in.Kind, "fed", "proxy_ready (bool), xdp (bool), snapshot_fresh (age), upstreams (share), region (bool), region_serves_tenants[:GROUP] (bool)")
 		}
 	}
 	return &anycastFeed{a: a, base: c, warned: map[string]bool{}}
@@ -164,9 +164,19 @@ func prefixes(v []anycast.VIP) []string {
 // (Stop after a failed Start would not return).
 func (f *anycastFeed) start(cfg anycast.Config) error {
 	reg := prometheus.NewRegistry()
-	ann, err := anycast.New(cfg, anycast.Options{Registerer: reg, Logger: f.a.log})
+	opts := anycast.Options{Registerer: reg, Logger: f.a.log}
+	if f.a.rs != nil {
+		opts.Control = f.a.controlView
+	}
+	ann, err := anycast.New(cfg, opts)
 	if err != nil {
 		return err
+	}
+	if err := ann.SetDrains(anycast.DrainOperator, f.a.drains.list()); err != nil {
+		return err
+	}
+	if f.has(InputRegion) {
+		_ = ann.SetFunc(InputRegion, f.a.rk.regionHealthy)
 	}
 	if f.has(InputXDP) {
 		_ = ann.SetFunc(InputXDP, f.a.filtering)

@@ -64,8 +64,15 @@ type Config struct {
 	RegionState       string
 	RegionStateMaxAge time.Duration
 	TenantGroups      map[string][]string
-	Poll              time.Duration // snapshot dir, VIP and proxy polls; default and at most DefaultPoll
-	Logger            *slog.Logger
+	// SiteName is this site's name at the control plane (the proxy's
+	// -node-id): its own entry in the region state's sites. Default: the
+	// host name.
+	SiteName string
+	// AdminToken authorizes the admin API's writes (operator drains);
+	// "" : writes are refused (403). See ReadAdminToken.
+	AdminToken string
+	Poll       time.Duration // snapshot dir, VIP and proxy polls; default and at most DefaultPoll
+	Logger     *slog.Logger
 	// Started, when set, is called once the admin listener is up.
 	Started func(admin net.Addr)
 }
@@ -99,6 +106,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.SiteName == "" {
+		c.SiteName, _ = os.Hostname()
 	}
 	var errs []error
 	if c.StateDir == "" {

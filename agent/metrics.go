@@ -22,6 +22,7 @@ type metrics struct {
 	vips         prometheus.Gauge
 	ready        prometheus.Gauge
 	proxyReady   prometheus.Gauge
+	regionKept   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, a *Agent) *metrics {
@@ -51,11 +52,13 @@ func newMetrics(reg prometheus.Registerer, a *Agent) *metrics {
 			Help: "1 when XDP is attached everywhere and the maps are in line with the active snapshot."}),
 		proxyReady: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rampart_agent_proxy_ready",
 			Help: "1 when the proxy's /readyz answered 200 at the latest poll."}),
+		regionKept: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rampart_agent_region_decision_kept",
+			Help: "1 while the region state is stale, absent or does not list the region, and the region input and drain keep their last decision."}),
 	}
 	for _, stage := range []string{"xdp", "vips", "addresses", "limits", "deny", "sockets", "anycast"} {
 		m.syncErrors.WithLabelValues(stage) // present at 0, so rate() and alerts see them
 	}
-	reg.MustRegister(m.xdpMode, m.syncEpoch, m.syncSeq, m.syncErrors, m.snapRejected, m.denySeq, m.denyRejected,
+	reg.MustRegister(m.regionKept, m.xdpMode, m.syncEpoch, m.syncSeq, m.syncErrors, m.snapRejected, m.denySeq, m.denyRejected,
 		m.handoffErrs, m.sockets, m.vips, m.ready, m.proxyReady,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rampart_agent_sync_age_seconds",
 			Help: "Seconds since the maps were last confirmed in line with the active snapshot (-1: never)."},

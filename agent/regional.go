@@ -124,6 +124,9 @@ func checkGroupName(g string) error {
 func checkRegionInputs(ac *anycast.Config, region string, groups map[string][]string) error {
 	var errs []error
 	for _, in := range ac.Inputs {
+		if in.Name == InputRegion && region == "" {
+			errs = append(errs, fmt.Errorf("anycast input %s needs the agent's -region", in.Name))
+		}
 		g, ok := groupInput(in.Name)
 		if !ok {
 			continue

@@ -19,6 +19,9 @@ type Options struct {
 	// Fleet is the control plane's view of which sites announce each VIP;
 	// the guard merges it with what BGP peers send back.
 	Fleet FleetView
+	// Control is the control plane's view with its freshness: while fresh
+	// it replaces BGP paths and Fleet as the guard's source of sites.
+	Control ControlView
 	// HTTPClient runs the http inputs; nil: a client without proxies or
 	// keep-alives.
 	HTTPClient *http.Client
@@ -28,21 +31,24 @@ type Options struct {
 // speaker's paths in line: announce, drain, hold (guard) or withdraw.
 // Create it with New, feed inputs with Set*, then Start and Stop once.
 type Announcer struct {
-	fixed  *Config // as given to New: the parts Reconfigure may not change
-	log    *slog.Logger
-	m      *metrics
-	fleet  FleetView
-	client *http.Client
-	reg    prometheus.Registerer
+	fixed   *Config // as given to New: the parts Reconfigure may not change
+	log     *slog.Logger
+	m       *metrics
+	fleet   FleetView
+	control ControlView
+	client  *http.Client
+	reg     prometheus.Registerer
 
-	mu       sync.Mutex
-	cfg      Config // current (Reconfigure replaces it)
-	eng      *engine
-	applied  map[*vip]wire   // what is on the wire
-	wireErr  map[*vip]string // the latest failure to put it there
-	probes   map[string]context.CancelFunc
-	started  bool
-	stopping bool
+	mu          sync.Mutex
+	cfg         Config // current (Reconfigure replaces it)
+	eng         *engine
+	applied     map[*vip]wire   // what is on the wire
+	wireErr     map[*vip]string // the latest failure to put it there
+	probes      map[string]context.CancelFunc
+	drains      map[string][]VIPDrain // by source
+	guardSource string                // where sites() counted from last
+	started     bool
+	stopping    bool
 
 	sp      *speaker
 	wake    chan struct{}
@@ -60,7 +66,7 @@ func New(cfg Config, opts Options) (*Announcer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !*cfg.Guard.LearnFromBGP && opts.Fleet == nil {
+	if !*cfg.Guard.LearnFromBGP && opts.Fleet == nil && opts.Control == nil {
 		return nil, errors.New("anycast guard has no way to see other sites (learn_from_bgp is off and there is no fleet view): it would hold every withdrawal")
 	}
 	log := opts.Logger
@@ -77,8 +83,8 @@ func New(cfg Config, opts Options) (*Announcer, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	fixed := cfg.clone()
-	a := &Announcer{fixed: &fixed, cfg: cfg, reg: opts.Registerer, log: log.With("component", "anycast"), m: m, fleet: opts.Fleet, client: client,
-		eng: newEngine(&cfg, time.Now()), applied: map[*vip]wire{}, wireErr: map[*vip]string{}, probes: map[string]context.CancelFunc{},
+	a := &Announcer{fixed: &fixed, cfg: cfg, reg: opts.Registerer, log: log.With("component", "anycast"), m: m, fleet: opts.Fleet, control: opts.Control, client: client,
+		eng: newEngine(&cfg, time.Now()), applied: map[*vip]wire{}, wireErr: map[*vip]string{}, probes: map[string]context.CancelFunc{}, drains: map[string][]VIPDrain{},
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	for _, v := range a.eng.vips {
 		a.m.vipState.WithLabelValues(v.cfg.Prefix, string(StateWithdrawn)).Set(1)

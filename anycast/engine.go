@@ -64,6 +64,7 @@ type vip struct {
 	guard    string // the guard's latest verdict, when it was asked
 	others   []SiteRoute
 	retiring bool      // removed from the config: drain, withdraw, forget
+	drain    string    // drained deliberately (operator or region), why; "" : not drained
 	noted    time.Time // the hold-down end already logged in a note
 }
 
@@ -263,6 +264,9 @@ func (e *engine) step(v *vip, now time.Time, sites func(netip.Prefix) []SiteRout
 		v.reason = gone
 		return transition{}, false
 	}
+	if v.drain != "" {
+		return e.stepDrained(v, now, sites, move)
+	}
 	switch v.state {
 	case StateWithdrawn:
 		if yes, reason := mayReturn(); yes {
@@ -320,6 +324,33 @@ func (e *engine) step(v *vip, now time.Time, sites func(netip.Prefix) []SiteRout
 		}
 		return move(StateHeld, reason)
 	}
+	return transition{}, false
+}
+
+// stepDrained moves a deliberately drained VIP: graceful shutdown and
+// prepends for the drain time, then withdrawn, whatever its health and
+// without asking the guard (the reason says what it would have said).
+func (e *engine) stepDrained(v *vip, now time.Time, sites func(netip.Prefix) []SiteRoute,
+	move func(VIPState, string) (transition, bool)) (transition, bool) {
+	switch v.state {
+	case StateAnnounced, StateHeld:
+		v.drainEnd = now.Add(e.drain)
+		return move(StateDraining, v.drain)
+	case StateDraining:
+		if now.Before(v.drainEnd) {
+			v.reason = fmt.Sprintf("draining until %s: %s", v.drainEnd.Format(time.RFC3339Nano), v.drain)
+			return transition{}, false
+		}
+		v.others = sites(v.prefix)
+		allow, _, verdict := guardAllows(e.self, e.minSites, v.others)
+		v.guard = verdict
+		why := v.drain + "; guard: " + verdict
+		if !allow {
+			why = v.drain + "; the guard would hold it (" + verdict + "), but a drain is deliberate"
+		}
+		return move(StateWithdrawn, why)
+	}
+	v.reason = v.drain
 	return transition{}, false
 }
 

@@ -47,8 +47,23 @@ func (a *Announcer) loop() {
 	}
 }
 
-// sites merges what BGP peers sent back and the fleet view for prefix.
+// sites is the control plane's view of prefix while it is fresh, else
+// what BGP peers sent back merged with the fleet view. Callers hold mu.
 func (a *Announcer) sites(prefix netip.Prefix) []SiteRoute {
+	out, src := a.sitesFrom(prefix)
+	a.guardSource = src
+	return out
+}
+
+func (a *Announcer) sitesFrom(prefix netip.Prefix) ([]SiteRoute, string) {
+	var stale string
+	if a.control != nil {
+		cs, fresh, src := a.control(prefix)
+		if fresh {
+			return controlSites(cs), "control plane (" + src + ")"
+		}
+		stale = "; control plane view not fresh (" + src + ")"
+	}
 	var learned, fleet []SiteRoute
 	if a.sp != nil && *a.fixed.Guard.LearnFromBGP {
 		learned = a.sp.sites(prefix)
@@ -59,7 +74,14 @@ func (a *Announcer) sites(prefix netip.Prefix) []SiteRoute {
 			fleet = append(fleet, r)
 		}
 	}
-	return mergeSites(a.fixed.SiteID, learned, fleet)
+	src := "bgp paths"
+	if !*a.fixed.Guard.LearnFromBGP {
+		src = "none"
+	}
+	if a.fleet != nil {
+		src += " and fleet view"
+	}
+	return mergeSites(a.fixed.SiteID, learned, fleet), src + stale
 }
 
 // tick samples (when asked), decides, and brings the wire in line.
@@ -76,6 +98,7 @@ func (a *Announcer) tick(now time.Time, sample bool) {
 			a.m.inputUp.WithLabelValues(in.cfg.Name).Set(b2f(in.state))
 		}
 	}
+	a.markDrains()
 	trans := a.eng.decide(now, a.sites)
 	type change struct {
 		v          *vip
@@ -165,6 +188,12 @@ func (a *Announcer) logTransition(t transition) {
 
 func (a *Announcer) updateGauges() {
 	a.mu.Lock()
+	a.m.drained.Reset()
+	for _, v := range a.eng.all() {
+		for _, d := range a.drainsOf(v) {
+			a.m.drained.WithLabelValues(v.cfg.Prefix, d.Source).Set(1)
+		}
+	}
 	n := 0
 	for _, w := range a.applied {
 		if w.r != routeNone { // in a dry run: what would be on the wire

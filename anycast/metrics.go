@@ -18,6 +18,7 @@ type metrics struct {
 	guardTotal  *prometheus.CounterVec
 	inputUp     *prometheus.GaugeVec
 	bgpErrors   prometheus.Counter
+	drained     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, dry bool) (*metrics, error) {
@@ -46,6 +47,8 @@ func newMetrics(reg prometheus.Registerer, dry bool) (*metrics, error) {
 			Help: "1 while the health input is up (after rise/fall)."}, []string{"input"}),
 		bgpErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rampart_anycast_bgp_errors_total",
 			Help: "Path adds or withdrawals GoBGP refused (retried at the next sample)."}),
+		drained: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rampart_anycast_drained",
+			Help: "1 while the VIP is drained deliberately, by source: operator (rampart anycast drain) or region (the region state says draining)."}, []string{"vip", "source"}),
 	}
 	if dry {
 		m.dryRun.Set(1)
@@ -65,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, dry bool) (*metrics, error) {
 
 func (m *metrics) all() []prometheus.Collector {
 	all := []prometheus.Collector{m.dryRun, m.sessionsUp, m.sessionUp, m.announced, m.vipState,
-		m.transitions, m.guardActive, m.guardTotal, m.inputUp, m.bgpErrors}
+		m.transitions, m.guardActive, m.guardTotal, m.inputUp, m.bgpErrors, m.drained}
 	if m.wouldSend != nil {
 		all = append(all, m.wouldSend)
 	}

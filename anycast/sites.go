@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // SiteState is how a site announces a VIP, as its site community says.
@@ -56,13 +57,52 @@ func (s SiteState) rank() int {
 type SiteRoute struct {
 	Site  uint32    `json:"site"`
 	State SiteState `json:"state"`
-	From  string    `json:"from,omitempty"` // bgp peer address, or "fleet"
+	From  string    `json:"from,omitempty"` // bgp peer address, "fleet" or "control"
+	// Name is the site's name at the control plane (ControlView), whose
+	// entries need no site id.
+	Name string `json:"name,omitempty"`
 }
 
 // FleetView returns the sites that announce prefix as the control plane
 // sees them (this site's own entry is ignored). It is called on every
 // decision and must not block.
 type FleetView func(prefix netip.Prefix) []SiteRoute
+
+// ControlView is the control plane's view of the sites that announce
+// prefix (this site left out) and whether that view is fresh; source says
+// which view it is, for the status (e.g. "region state 1.4"). While the
+// view is fresh it is the guard's only source of other sites: a router
+// that sends only its best path shows a site little of the others, the
+// control plane sees every site's report. When it is stale or absent the
+// guard counts the BGP paths and Fleet instead. Every entry counts as the
+// state it carries; entries are told apart by Name (else Site). It is
+// called on every decision and must not block.
+type ControlView func(prefix netip.Prefix) (sites []SiteRoute, fresh bool, source string)
+
+// controlSites: one entry per named site, sorted by name then site.
+func controlSites(in []SiteRoute) []SiteRoute {
+	out := []SiteRoute{}
+	seen := map[string]bool{}
+	for _, r := range in {
+		key := r.Name
+		if key == "" {
+			key = fmt.Sprint("#", r.Site)
+		}
+		if r.State.code() == 0 || seen[key] {
+			continue
+		}
+		seen[key] = true
+		r.From = "control"
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b SiteRoute) int {
+		if a.Name != b.Name {
+			return strings.Compare(a.Name, b.Name)
+		}
+		return int(int64(a.Site) - int64(b.Site))
+	})
+	return out
+}
 
 // mergeSites joins sources: one entry per site other than self, in the state
 // that counts least when sources disagree, sorted by site.

@@ -27,6 +27,10 @@ type Status struct {
 	Sessions              []SessionStatus `json:"sessions"`
 	VIPs                  []VIPStatus     `json:"vips"`
 	Inputs                []InputStatus   `json:"inputs"`
+	// Drains are the deliberate drains in force (operator, region).
+	Drains []VIPDrain `json:"drains"`
+	// GuardSource says where the guard counts other sites from.
+	GuardSource string `json:"guard_source,omitempty"`
 }
 
 // VIPStatus is one VIP: its state, why, what is on the wire and the guard.
@@ -47,9 +51,11 @@ type VIPStatus struct {
 	Inputs    []string    `json:"inputs"`
 	DrainEnd  time.Time   `json:"drain_end,omitzero"`
 	// HoldDownUntil: a re-announcement waits until then (damping).
-	HoldDownUntil time.Time   `json:"hold_down_until,omitzero"`
-	RecentFalls   int         `json:"recent_falls"`
-	Guard         GuardStatus `json:"guard"`
+	HoldDownUntil time.Time `json:"hold_down_until,omitzero"`
+	RecentFalls   int       `json:"recent_falls"`
+	// Drained says who drains the VIP deliberately, and why ("" : nobody).
+	Drained string      `json:"drained,omitempty"`
+	Guard   GuardStatus `json:"guard"`
 }
 
 // GuardStatus is the guard's view of one VIP.
@@ -66,13 +72,13 @@ func (a *Announcer) Status() Status {
 	a.mu.Lock()
 	st := Status{Time: now, Site: a.fixed.SiteID, LocalAS: a.fixed.LocalAS, RouterID: a.fixed.RouterID,
 		DryRun: a.fixed.DryRun, Stopping: a.stopping, MinSites: a.eng.minSites,
-		Sessions: []SessionStatus{}, VIPs: []VIPStatus{}, Inputs: []InputStatus{}}
+		Sessions: []SessionStatus{}, VIPs: []VIPStatus{}, Inputs: []InputStatus{}, Drains: a.drainList()}
 	for _, in := range a.eng.inputs {
 		st.Inputs = append(st.Inputs, in.status())
 	}
 	for _, v := range a.eng.all() {
 		vs := VIPStatus{Prefix: v.cfg.Prefix, State: v.state, Since: v.since, Reason: v.reason,
-			WireError: a.wireErr[v], Inputs: []string{}}
+			WireError: a.wireErr[v], Inputs: []string{}, Drained: drainText(a.drainsOf(v))}
 		if v.reason == "" {
 			vs.Reason = "not decided yet"
 		}
@@ -105,6 +111,7 @@ func (a *Announcer) Status() Status {
 		}
 		st.VIPs = append(st.VIPs, vs)
 	}
+	st.GuardSource = a.guardSource
 	sp := a.sp
 	a.mu.Unlock()
 	if sp != nil {

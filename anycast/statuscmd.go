@@ -14,11 +14,18 @@ import (
 	"time"
 )
 
-// Command runs `rampart anycast <sub>`; today the only sub-command is
-// status: `rampart anycast status -addr AGENT_ADMIN [-json] [-timeout 5s]`.
+const commandUsage = "usage: rampart anycast status -addr AGENT_ADMIN [-json]\n" +
+	"       rampart anycast drain   -addr AGENT_ADMIN -token-file F [-vip V] [-reason R]\n" +
+	"       rampart anycast undrain -addr AGENT_ADMIN -token-file F [-vip V]"
+
+// Command runs `rampart anycast <sub>`: status (`-addr AGENT_ADMIN [-json]
+// [-timeout 5s]`), drain and undrain (DrainCommand).
 func Command(args []string, stdout io.Writer) error {
+	if len(args) > 0 && (args[0] == "drain" || args[0] == "undrain") {
+		return DrainCommand(args, stdout)
+	}
 	if len(args) == 0 || args[0] != "status" {
-		return errors.New("usage: rampart anycast status -addr AGENT_ADMIN [-json]")
+		return errors.New(commandUsage)
 	}
 	fs := flag.NewFlagSet("anycast status", flag.ContinueOnError)
 	addr := fs.String("addr", "", "the agent's admin listener, host:port or http(s)://host:port (required)")
@@ -103,6 +110,19 @@ func WriteStatus(w io.Writer, st *Status) error {
 	if st.Stopping {
 		fmt.Fprint(tw, "  STOPPING")
 	}
+	if st.GuardSource != "" {
+		fmt.Fprintf(tw, "\nguard counts other sites from: %s", st.GuardSource)
+	}
+	for _, d := range st.Drains {
+		vip := d.VIP
+		if vip == "" {
+			vip = "every VIP"
+		}
+		fmt.Fprintf(tw, "\nDRAINED by %s: %s since %s", d.Source, vip, d.Since.Format(time.RFC3339))
+		if d.Reason != "" {
+			fmt.Fprintf(tw, " (%s)", d.Reason)
+		}
+	}
 	fmt.Fprintf(tw, "\n\nSESSION\tAS\tSTATE\tSINCE\tRECEIVED\n")
 	for _, s := range st.Sessions {
 		state := s.State
@@ -138,6 +158,9 @@ func WriteStatus(w io.Writer, st *Status) error {
 			}
 			fmt.Fprintf(tw, ", large %s\n", strings.Join(a.LargeCommunities, " "))
 		}
+		if v.Drained != "" {
+			fmt.Fprintf(tw, "\t  %s\n", v.Drained)
+		}
 		if v.WireError != "" {
 			fmt.Fprintf(tw, "\t  wire error: %s\n", v.WireError)
 		}
@@ -146,7 +169,11 @@ func WriteStatus(w io.Writer, st *Status) error {
 		}
 		var others []string
 		for _, o := range v.Guard.Others {
-			others = append(others, fmt.Sprintf("%d:%s", o.Site, o.State))
+			id := fmt.Sprint(o.Site)
+			if o.Name != "" {
+				id = o.Name
+			}
+			others = append(others, id+":"+string(o.State))
 		}
 		fmt.Fprintf(tw, "\t  guard: active %v, other sites [%s]", v.Guard.Active, strings.Join(others, " "))
 		if v.Guard.Last != "" {

@@ -45,6 +45,8 @@ func cmdAgent(args []string) error {
 	regionState := fs.String("region-state", "", "the signed region-state document (the proxy's -region-state); its region health feeds region_serves_tenants")
 	regionStateMaxAge := fs.Duration("region-state-max-age", 30*time.Second, "a region-state document older than this counts as absent: the last health verdict stays (1s..24h)")
 	tenantGroups := fs.String("tenant-groups", "", "YAML map of group -> tenant ids for the region_serves_tenants:GROUP anycast inputs (agent/README.md)")
+	siteName := fs.String("site-name", "", "this site's name at the control plane (the proxy's -node-id; default: the host name): its entry in the region state's sites")
+	adminTokenFile := fs.String("admin-token-file", "", "file holding the bearer token of the admin API's writes (rampart anycast drain/undrain); without it they are refused")
 	poll := fs.Duration("poll", agent.DefaultPoll, "poll period of the snapshot dir and the proxy (at most 250ms)")
 	newSrc := fs.Uint64("new-sources", 0, "per-second budget of sources getting per-source state under a spoofed flood (0: off)")
 	newBurst := fs.Uint64("new-source-burst", 0, "burst of -new-sources (default: the rate)")
@@ -66,7 +68,7 @@ func cmdAgent(args []string) error {
 		PinRoot: *pinRoot, Cgroup: *cgroup, Netns: *netns, SnapshotDir: *dir, StateDir: *state,
 		DenyFile: *denyFile, HandoffSocket: *handoffSock, AdminAddr: *admin, ProxyAdmin: *proxyAdmin,
 		VIPInterface: *vipIface, KeepVIPs: *keepVIPs, Region: *region, Poll: *poll,
-		RegionState: *regionState, RegionStateMaxAge: *regionStateMaxAge,
+		RegionState: *regionState, RegionStateMaxAge: *regionStateMaxAge, SiteName: *siteName,
 		NewSources: *newSrc, NewSourceBurst: *newBurst,
 		Maps: bpf.Options{MaxSources: uint32(*maxSources), MaxConnSources: uint32(*maxConnSources),
 			MaxVIPs: uint32(*maxVIPs), MaxSockets: uint32(*maxSockets)},
@@ -101,6 +103,11 @@ func cmdAgent(args []string) error {
 	c.PublicKey = pub
 	if *anycastPath != "" {
 		if c.Anycast, err = agent.ReadAnycastConfig(*anycastPath); err != nil {
+			return err
+		}
+	}
+	if *adminTokenFile != "" {
+		if c.AdminToken, err = agent.ReadAdminToken(*adminTokenFile); err != nil {
 			return err
 		}
 	}

@@ -6,5 +6,5 @@ import (
 	"github.com/rampart-edge/rampart/anycast"
 )
 
-// cmdAnycast is `rampart anycast status -addr AGENT_ADMIN [-json]`.
+// cmdAnycast is `rampart anycast status|drain|undrain` (anycast.Command).
 func cmdAnycast(args []string) error { return anycast.Command(args, os.Stdout) }

@@ -23,6 +23,7 @@ Usage:
   rampart regionstate verify  check a region-state file; print its version, age and signals
   rampart agent     [flags]   node agent: XDP, sk_lookup steering, VIPs, anycast (rampart agent teardown: detach everything)
   rampart anycast status -addr ADDR   sessions, VIPs, inputs and guard of a node agent
+  rampart anycast drain|undrain -addr ADDR -token-file F [-vip V] [-reason R]   operator drain of a node agent's VIPs
   rampart keygen    [flags]   make an Ed25519 key pair for signing snapshots
   rampart get [-http3] URL    fetch a URL (HTTP/1.1, HTTP/2 or HTTP/3) to try a listener by hand
 
