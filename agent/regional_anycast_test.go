@@ -19,11 +19,16 @@ import (
 // starts with the first snapshot given to apply.
 func regionAgent(t *testing.T, ac anycast.Config) (*Agent, *stateFile, func(c *snapshot.Config, seq uint64, vips ...string)) {
 	t.Helper()
-	priv := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
-	dir := t.TempDir()
-	sf := newStateFile(t, priv, dir)
-	a, err := New(Config{Interfaces: []string{"lo"}, StateDir: t.TempDir(), SnapshotDir: t.TempDir(), PublicKey: priv.Public().(ed25519.PublicKey),
-		Region: "us", RegionState: sf.path, RegionStateMaxAge: time.Minute,
+	return regionAgentIn(t, ac, t.TempDir(), newStateFile(t, ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)), t.TempDir()), "")
+}
+
+// regionAgentIn is regionAgent with a given state dir, state file and
+// admin token, as site "site-a".
+func regionAgentIn(t *testing.T, ac anycast.Config, stateDir string, sf *stateFile, token string) (*Agent, *stateFile, func(c *snapshot.Config, seq uint64, vips ...string)) {
+	t.Helper()
+	priv := sf.priv
+	a, err := New(Config{Interfaces: []string{"lo"}, StateDir: stateDir, SnapshotDir: t.TempDir(), PublicKey: priv.Public().(ed25519.PublicKey),
+		Region: "us", RegionState: sf.path, RegionStateMaxAge: time.Minute, SiteName: "site-a", AdminToken: token,
 		Anycast: &ac, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,8 @@ type stateFile struct {
 	path string
 	w    *regionwatch.Watcher
 	seq  uint64
+	// sites go into every document written (the control plane's fleet view).
+	sites []regionstate.Site
 }
 
 func newStateFile(t *testing.T, priv ed25519.PrivateKey, dir string) *stateFile {
@@ -88,7 +90,7 @@ func (f *stateFile) watch(w *regionwatch.Watcher) {
 func (f *stateFile) write(created time.Time, health map[string]bool, draining ...string) {
 	f.t.Helper()
 	f.seq++
-	s := &regionstate.State{Version: envelope.Version{Epoch: 1, Sequence: f.seq}, Created: created}
+	s := &regionstate.State{Version: envelope.Version{Epoch: 1, Sequence: f.seq}, Created: created, Sites: f.sites}
 	for name, ok := range health {
 		s.Regions = append(s.Regions, regionstate.Region{Name: name, Healthy: ok, Draining: strings.Contains(strings.Join(draining, ","), name)})
 	}

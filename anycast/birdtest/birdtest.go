@@ -32,6 +32,9 @@ type Config struct {
 	AS       uint32 // default 65000
 	Address  string // listen address, default 127.0.0.1
 	Password string // TCP MD5 for every session; empty: none
+	// BestPathOnly leaves ADD-PATH off (BIRD's default): each speaker is
+	// sent only BIRD's best path, and none of the paths it sent itself.
+	BestPathOnly bool
 	Peers    []Peer
 	// NextHopNets are routed to "lo" so that next hops in them resolve
 	// (BIRD refuses 127.0.0.0/8 as a route). Default 198.51.100.0/24,
@@ -144,14 +147,18 @@ func (r *Router) config(c Config) string {
 	}
 	// multihop: BIRD does not take loopback neighbours as directly
 	// connected. Low timers so that tests see changes within seconds.
+	addPaths := " add paths tx;"
+	if c.BestPathOnly {
+		addPaths = ""
+	}
 	fmt.Fprintf(&b, `template bgp speaker {
   local %s port %d as %d;
   passive on; multihop;
   hold time 3; keepalive time 1; connect retry time 1; error wait time 1, 2;
   graceful restart off;
-  ipv4 { import all; export where source = RTS_BGP; add paths tx; next hop keep; };
-  ipv6 { import all; export where source = RTS_BGP; add paths tx; next hop keep; next hop address fd00::fffe; };
-`, c.Address, r.Port, c.AS)
+  ipv4 { import all; export where source = RTS_BGP;%[4]s next hop keep; };
+  ipv6 { import all; export where source = RTS_BGP;%[4]s next hop keep; next hop address fd00::fffe; };
+`, c.Address, r.Port, c.AS, addPaths)
 	if c.Password != "" {
 		fmt.Fprintf(&b, "  password %q;\n", c.Password)
 	}

@@ -1,0 +1,296 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/rampart-edge/rampart/anycast"
+	"github.com/rampart-edge/rampart/anycast/birdtest"
+	"github.com/rampart-edge/rampart/format/regionstate"
+)
+
+func regionInputConfig(rise, fall int) anycast.Config {
+	one := 1
+	return anycast.Config{LocalAS: 65001, RouterID: "127.0.0.20", SiteID: 1, NextHopV4: "198.51.100.1", DryRun: anycast.DryRunNoBGP,
+		Inputs: []anycast.Input{{Name: InputProxyReady, Kind: anycast.KindBool, Global: true, Rise: 1, Fall: 1},
+			{Name: InputRegion, Kind: anycast.KindBool, Global: true, Rise: rise, Fall: fall}},
+		SampleIntervalMs: 50, Drain: anycast.Drain{TimeMs: 1000, Prepend: &one},
+		Damping: anycast.Damping{HoldDownMs: 100}, Guard: anycast.Guard{CommunityASN: 64512}}
+}
+
+// watchInput samples an input's status until cond holds, failing if the
+// debounced state changed before the run of samples reached the bound.
+func watchInput(t *testing.T, a *Agent, what string, wantUp bool, bound int) anycast.InputStatus {
+	t.Helper()
+	var last anycast.InputStatus
+	birdtest.Wait(t, 30*time.Second, what, func() bool {
+		in := inputStatus(a, InputRegion)
+		run := in.Bad
+		if wantUp {
+			run = in.Good
+		}
+		if in.Up == wantUp && run < bound && last.Samples > 0 && last.Up != wantUp {
+			t.Fatalf("%s after %d samples in a row, want %d: %+v", what, run, bound, in)
+		}
+		last = in
+		return in.Up == wantUp
+	})
+	return last
+}
+
+// TestRegionInputHysteresisAndStale: the region input falls after fall
+// bad samples once a fresh region state says the region is unhealthy,
+// rises after rise good ones, and a stale document withdraws nothing: the
+// last decision stays, the detail and rampart_agent_region_decision_kept
+// say so.
+func TestRegionInputHysteresisAndStale(t *testing.T) {
+	a, sf, apply := regionAgent(t, regionInputConfig(3, 4))
+	const vip = "203.0.113.10/32"
+	sf.write(time.Now(), map[string]bool{"us": true})
+	apply(regionalConfig(), 1, "203.0.113.10")
+	a.ac.setProxyReady(true, "200 ready")
+	birdtest.Wait(t, 30*time.Second, "announced", func() bool { return announcedState(a, vip) == anycast.StateAnnounced })
+
+	sf.write(time.Now(), map[string]bool{"us": false})
+	in := watchInput(t, a, "region input down", false, 4)
+	if !strings.Contains(in.Detail, "region us unhealthy per region state 1.2") {
+		t.Fatalf("detail: %+v", in)
+	}
+	birdtest.Wait(t, 30*time.Second, "VIP drained", func() bool { return announcedState(a, vip) != anycast.StateAnnounced })
+
+	sf.write(time.Now(), map[string]bool{"us": true})
+	watchInput(t, a, "region input up", true, 3)
+	birdtest.Wait(t, 30*time.Second, "announced again", func() bool { return announcedState(a, vip) == anycast.StateAnnounced })
+
+	// Stale and unhealthy: not a reason to withdraw.
+	sf.write(time.Now().Add(-time.Hour), map[string]bool{"us": false})
+	birdtest.Wait(t, 30*time.Second, "stale noted", func() bool {
+		d := inputStatus(a, InputRegion).Detail
+		return strings.Contains(d, "region state 1.4 stale since") && strings.Contains(d, "keeping last decision (region us healthy")
+	})
+	before := inputStatus(a, InputRegion).Samples
+	birdtest.Wait(t, 30*time.Second, "ten more samples", func() bool { return inputStatus(a, InputRegion).Samples >= before+10 })
+	if in := inputStatus(a, InputRegion); !in.Up || announcedState(a, vip) != anycast.StateAnnounced {
+		t.Fatalf("a stale document withdrew: %+v %s", in, announcedState(a, vip))
+	}
+	if v := testutil.ToFloat64(a.m.regionKept); v != 1 {
+		t.Fatalf("rampart_agent_region_decision_kept %v, want 1", v)
+	}
+}
+
+// TestRegionDrain: a region draining in a fresh document drains every VIP
+// (source region) and withdraws it after the drain time; a stale document
+// keeps the drain; a fresh one without it lifts it.
+func TestRegionDrain(t *testing.T) {
+	a, sf, apply := regionAgent(t, regionInputConfig(1, 1))
+	const vip = "203.0.113.10/32"
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.regionDrainLoop(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	sf.write(time.Now(), map[string]bool{"us": true})
+	apply(regionalConfig(), 1, "203.0.113.10")
+	a.ac.setProxyReady(true, "200 ready")
+	birdtest.Wait(t, 30*time.Second, "announced", func() bool { return announcedState(a, vip) == anycast.StateAnnounced })
+
+	sf.write(time.Now(), map[string]bool{"us": true}, "us")
+	birdtest.Wait(t, 30*time.Second, "draining", func() bool { return announcedState(a, vip) == anycast.StateDraining })
+	birdtest.Wait(t, 30*time.Second, "withdrawn", func() bool { return announcedState(a, vip) == anycast.StateWithdrawn })
+	if v := drainedMetric(t, a, vip, anycast.DrainRegion); v != 1 {
+		t.Fatalf("rampart_anycast_drained{source=region} %v", v)
+	}
+	sf.write(time.Now().Add(-time.Hour), map[string]bool{"us": true})
+	before := inputStatus(a, InputRegion).Samples
+	birdtest.Wait(t, 30*time.Second, "stale noted, ten more samples", func() bool {
+		return testutil.ToFloat64(a.m.regionKept) == 1 && inputStatus(a, InputRegion).Samples >= before+10
+	})
+	if st := announcedState(a, vip); st != anycast.StateWithdrawn || len(a.ac.announcer().Drains()) != 1 {
+		t.Fatalf("stale document lifted the drain: %s %+v", st, a.ac.announcer().Drains())
+	}
+	sf.write(time.Now(), map[string]bool{"us": true})
+	birdtest.Wait(t, 30*time.Second, "back", func() bool { return announcedState(a, vip) == anycast.StateAnnounced })
+	if v := drainedMetric(t, a, vip, anycast.DrainRegion); v != 0 {
+		t.Fatalf("rampart_anycast_drained{source=region} %v after the drain was lifted", v)
+	}
+}
+
+func drainedMetric(t *testing.T, a *Agent, vip, source string) float64 {
+	t.Helper()
+	fams, err := a.ac.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "rampart_anycast_drained" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["vip"] == vip && l["source"] == source {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestOperatorDrainAPIAndRestart: POST drain/undrain need the bearer
+// token (401 without, 403 wrong), GETs do not; a drain withdraws the VIP
+// after the drain time, survives an agent restart (the new announcer
+// never announces the VIP), and `rampart anycast undrain` lifts it.
+func TestOperatorDrainAPIAndRestart(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	const vip = "203.0.113.10/32"
+	stateDir := t.TempDir()
+	sf := newStateFile(t, regionTestKey(), t.TempDir())
+	a, _, apply := regionAgentIn(t, regionInputConfig(1, 1), stateDir, sf, token)
+	sf.write(time.Now(), map[string]bool{"us": true})
+	apply(regionalConfig(), 1, "203.0.113.10")
+	a.ac.setProxyReady(true, "200 ready")
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	birdtest.Wait(t, 30*time.Second, "announced", func() bool { return announcedState(a, vip) == anycast.StateAnnounced })
+
+	post := func(path, auth, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := post(anycast.DrainPath, "", `{}`); c != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", c)
+	}
+	if c := post(anycast.DrainPath, "Bearer wrong-token-wrong-token", `{}`); c != http.StatusForbidden {
+		t.Fatalf("wrong token: %d", c)
+	}
+	if resp, err := http.Get(srv.URL + anycast.StatusPath); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET status without a token: %v %v", resp, err)
+	}
+	if announcedState(a, vip) != anycast.StateAnnounced {
+		t.Fatal("a refused drain drained")
+	}
+
+	tokFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := anycast.Command([]string{"drain", "-addr", srv.URL, "-token-file", tokFile, "-vip", vip, "-reason", "maintenance"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "drained by operator: "+vip) || !strings.Contains(out.String(), "(maintenance)") {
+		t.Fatalf("drain output: %s", out.String())
+	}
+	birdtest.Wait(t, 30*time.Second, "draining", func() bool { return announcedState(a, vip) == anycast.StateDraining })
+	birdtest.Wait(t, 30*time.Second, "withdrawn", func() bool { return announcedState(a, vip) == anycast.StateWithdrawn })
+	if v := drainedMetric(t, a, vip, anycast.DrainOperator); v != 1 {
+		t.Fatalf("rampart_anycast_drained{source=operator} %v", v)
+	}
+	out.Reset()
+	if err := anycast.Command([]string{"status", "-addr", srv.URL}, &out); err != nil || !strings.Contains(out.String(), "DRAINED by operator: "+vip) {
+		t.Fatalf("status: %v\n%s", err, out.String())
+	}
+
+	// Restart: a new agent on the same state dir starts drained.
+	srv.Close()
+	_ = a.ac.announcer().Stop(context.Background())
+	b, _, apply2 := regionAgentIn(t, regionInputConfig(1, 1), stateDir, sf, token)
+	apply2(regionalConfig(), 2, "203.0.113.10")
+	b.ac.setProxyReady(true, "200 ready")
+	srv2 := httptest.NewServer(b.Handler())
+	defer srv2.Close()
+	before := inputStatus(b, InputRegion).Samples
+	birdtest.Wait(t, 30*time.Second, "ten samples", func() bool { return inputStatus(b, InputRegion).Samples >= before+10 })
+	if st := announcedState(b, vip); st != anycast.StateWithdrawn {
+		t.Fatalf("after a restart the drained VIP is %s", st)
+	}
+	for _, v := range b.ac.announcer().Status().VIPs {
+		if v.Prefix == vip && !strings.Contains(v.Drained, "drained by operator: maintenance") {
+			t.Fatalf("status drained: %+v", v)
+		}
+	}
+	out.Reset()
+	if err := anycast.Command([]string{"undrain", "-addr", srv2.URL, "-token-file", tokFile, "-vip", vip}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no drains in force") {
+		t.Fatalf("undrain output: %s", out.String())
+	}
+	birdtest.Wait(t, 30*time.Second, "announced after undrain", func() bool { return announcedState(b, vip) == anycast.StateAnnounced })
+}
+
+// TestGuardFromRegionStateSites: the guard counts the sites a fresh region
+// state lists as announcing the VIP (site-b: a withdrawal is allowed;
+// nobody: held), and falls back to BGP paths (none here) when stale.
+func TestGuardFromRegionStateSites(t *testing.T) {
+	a, sf, apply := regionAgent(t, regionInputConfig(1, 1))
+	const vip = "203.0.113.10/32"
+	other := func(on bool) {
+		at := time.Now().Add(-2 * time.Hour)
+		sf.sites = []regionstate.Site{{Name: "site-a", Region: "us", Announcing: []string{vip}, ReportedAt: at},
+			{Name: "site-b", Region: "eu", Announcing: []string{}, ReportedAt: at}}
+		if on {
+			sf.sites[1].Announcing = []string{vip}
+		}
+	}
+	guard := func() anycast.GuardStatus {
+		for _, v := range a.ac.announcer().Status().VIPs {
+			if v.Prefix == vip {
+				return v.Guard
+			}
+		}
+		return anycast.GuardStatus{}
+	}
+	other(false)
+	sf.write(time.Now(), map[string]bool{"us": true})
+	apply(regionalConfig(), 1, "203.0.113.10")
+	a.ac.setProxyReady(true, "200 ready")
+	birdtest.Wait(t, 30*time.Second, "announced", func() bool { return announcedState(a, vip) == anycast.StateAnnounced })
+
+	// Nobody else announces: the fall is held.
+	sf.write(time.Now(), map[string]bool{"us": false})
+	birdtest.Wait(t, 30*time.Second, "held", func() bool { return announcedState(a, vip) == anycast.StateHeld })
+	if src := a.ac.announcer().Status().GuardSource; src != "control plane (region state 1.2)" {
+		t.Fatalf("guard source %q", src)
+	}
+	// A stale document: back to BGP paths, which show nobody: still held.
+	other(true)
+	sf.write(time.Now().Add(-time.Hour), map[string]bool{"us": false})
+	birdtest.Wait(t, 30*time.Second, "bgp fallback", func() bool {
+		return strings.HasPrefix(a.ac.announcer().Status().GuardSource, "bgp paths; control plane view not fresh (region state 1.3 stale)")
+	})
+	if st := announcedState(a, vip); st != anycast.StateHeld {
+		t.Fatalf("stale fleet view let it go: %s", st)
+	}
+	// Fresh, and site-b announces: the guard lets it go.
+	sf.write(time.Now(), map[string]bool{"us": false})
+	birdtest.Wait(t, 30*time.Second, "withdrawn", func() bool { return announcedState(a, vip) == anycast.StateWithdrawn })
+	if g := guard(); len(g.Others) != 1 || g.Others[0].Name != "site-b" || !strings.Contains(g.Last, "1 other site(s) would stay") {
+		t.Fatalf("guard: %+v", g)
+	}
+}
+
+func regionTestKey() ed25519.PrivateKey {
+	return ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+}
