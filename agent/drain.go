@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -60,20 +61,47 @@ func (o *operatorDrains) load() error {
 	if err != nil {
 		return fmt.Errorf("operator drains: %w", err)
 	}
-	var ds []anycast.VIPDrain
-	if err := json.Unmarshal(data, &ds); err != nil {
+	ds, err := parseOperatorDrains(data)
+	if err != nil {
 		return fmt.Errorf("operator drains %s: %w", o.path, err)
-	}
-	for i := range ds {
-		ds[i].Source = anycast.DrainOperator
-		if err := anycast.CheckDrain(&ds[i]); err != nil {
-			return fmt.Errorf("operator drains %s: %w", o.path, err)
-		}
 	}
 	o.mu.Lock()
 	o.drains = ds
 	o.mu.Unlock()
 	return nil
+}
+
+// MaxOperatorDrains bounds the drains file.
+const MaxOperatorDrains = 4096
+
+// parseOperatorDrains reads the drains file: a JSON list of drains
+// (strict: unknown fields, trailing data, a bad VIP or reason, a VIP
+// listed twice or more than MaxOperatorDrains are errors).
+func parseOperatorDrains(data []byte) ([]anycast.VIPDrain, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var ds []anycast.VIPDrain
+	if err := dec.Decode(&ds); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the list")
+	}
+	if len(ds) > MaxOperatorDrains {
+		return nil, fmt.Errorf("%d drains, over the %d limit", len(ds), MaxOperatorDrains)
+	}
+	seen := map[string]bool{}
+	for i := range ds {
+		ds[i].Source = anycast.DrainOperator
+		if err := anycast.CheckDrain(&ds[i]); err != nil {
+			return nil, fmt.Errorf("drain %d: %w", i, err)
+		}
+		if seen[ds[i].VIP] {
+			return nil, fmt.Errorf("drain %d: vip %q listed twice", i, ds[i].VIP)
+		}
+		seen[ds[i].VIP] = true
+	}
+	return ds, nil
 }
 
 func (o *operatorDrains) list() []anycast.VIPDrain {

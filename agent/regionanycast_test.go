@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -293,4 +295,93 @@ func TestGuardFromRegionStateSites(t *testing.T) {
 
 func regionTestKey() ed25519.PrivateKey {
 	return ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+}
+
+// TestRegionHealthWithBIRD: three sites at BIRD; the region state says
+// site 1's region is unhealthy: the region input falls, site 1's path is
+// drained (65535:0 at BIRD) and then withdrawn, the other two stay. Each
+// step's time is logged as a FIGURE.
+func TestRegionHealthWithBIRD(t *testing.T) {
+	const vip = "203.0.113.10/32"
+	r := birdtest.Start(t, birdtest.Config{Peers: []birdtest.Peer{
+		{Name: "site1", Address: "127.0.0.20", AS: 65001}, {Name: "site2", Address: "127.0.0.21", AS: 65002},
+		{Name: "site3", Address: "127.0.0.22", AS: 65003}}})
+	one := 1
+	peer := func(local string) []anycast.Peer {
+		return []anycast.Peer{{Address: "127.0.0.1", AS: 65000, Port: r.Port, LocalAddress: local, HoldTimeS: 3, KeepaliveS: 1, ConnectRetryS: 1}}
+	}
+	var others []*anycast.Announcer
+	for _, id := range []uint32{2, 3} {
+		addr := "127.0.0.2" + string(rune('0'+id-1))
+		c := anycast.Config{LocalAS: 65000 + id, RouterID: addr, SiteID: id, NextHopV4: "198.51.100." + string(rune('0'+id)), Peers: peer(addr),
+			VIPs: []anycast.VIP{{Prefix: vip}}, Inputs: []anycast.Input{{Name: "ready", Global: true, Rise: 1, Fall: 1}},
+			SampleIntervalMs: 100, Drain: anycast.Drain{TimeMs: 1000, Prepend: &one}, Damping: anycast.Damping{HoldDownMs: 100},
+			Guard: anycast.Guard{CommunityASN: 64512}}
+		s, err := anycast.New(c, anycast.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.SetUp("ready", false, "starting")
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_ = s.Stop(ctx)
+		})
+		others = append(others, s)
+	}
+	ac := regionInputConfig(1, 2)
+	ac.DryRun, ac.Peers, ac.SampleIntervalMs = anycast.DryRunOff, peer("127.0.0.20"), 100
+	a, sf, apply := regionAgent(t, ac)
+	sf.write(time.Now(), map[string]bool{"eu": true, "us": true})
+	apply(regionalConfig(), 1, "203.0.113.10")
+	for _, s := range others {
+		_ = s.SetUp("ready", true, "test")
+	}
+	a.ac.setProxyReady(true, "200 ready")
+
+	from := func(site string, drained bool) bool {
+		rts, err := r.Routes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rt := range rts {
+			if rt.Net == vip && rt.Proto == site && rt.Has("65535:0") == drained {
+				return true
+			}
+		}
+		return false
+	}
+	birdtest.Wait(t, 30*time.Second, "three sites at BIRD", func() bool {
+		return from("site1", false) && from("site2", false) && from("site3", false)
+	})
+	birdtest.Wait(t, 30*time.Second, "site 1 sees the two others", func() bool {
+		for _, v := range a.ac.announcer().Status().VIPs {
+			if v.Prefix == vip && len(v.Guard.Others) == 2 {
+				return true
+			}
+		}
+		return false
+	})
+
+	written := time.Now()
+	sf.write(time.Now(), map[string]bool{"eu": true, "us": false})
+	loaded := time.Now()
+	birdtest.Wait(t, 30*time.Second, "site 1's region input down", func() bool { return !inputStatus(a, InputRegion).Up })
+	fell := time.Now()
+	birdtest.Wait(t, 30*time.Second, "site 1 drained at BIRD", func() bool { return from("site1", true) })
+	drained := time.Now()
+	birdtest.Wait(t, 30*time.Second, "site 1 withdrawn at BIRD", func() bool { return !from("site1", true) && !from("site1", false) })
+	gone := time.Now()
+	t.Logf("FIGURE region unhealthy in the region-state file -> agent holds the document: %v", loaded.Sub(written).Round(time.Millisecond))
+	t.Logf("FIGURE document held -> agent fall (region input down, fall 2 x 100 ms samples): %v", fell.Sub(loaded).Round(time.Millisecond))
+	t.Logf("FIGURE agent fall -> route drained at BIRD (65535:0): %v", drained.Sub(fell).Round(time.Millisecond))
+	t.Logf("FIGURE route drained at BIRD -> withdrawn at BIRD (drain 1 s): %v", gone.Sub(drained).Round(time.Millisecond))
+	if !from("site2", false) || !from("site3", false) {
+		t.Fatal("another site's path went too")
+	}
+	sf.write(time.Now(), map[string]bool{"eu": true, "us": true})
+	birdtest.Wait(t, 30*time.Second, "site 1 back at BIRD", func() bool { return from("site1", false) })
 }
