@@ -259,7 +259,7 @@ func TestMergeSitesKeepsTheLeastCountingState(t *testing.T) {
 	bgp := []SiteRoute{{Site: 2, State: SiteUp}, {Site: 3, State: SiteUp}, {Site: 1, State: SiteUp}, {Site: 4, State: SiteHeld}}
 	fleet := []SiteRoute{{Site: 3, State: SiteDraining}, {Site: 5, State: SiteUp}, {Site: 4, State: SiteUp}, {Site: 6, State: "bogus"}}
 	got := fmt.Sprint(mergeSites(1, bgp, fleet))
-	want := "[{2 up } {3 draining } {4 held } {5 up }]"
+	want := "[{2 up  } {3 draining  } {4 held  } {5 up  }]"
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
