@@ -35,7 +35,7 @@ type Config struct {
 	// BestPathOnly leaves ADD-PATH off (BIRD's default): each speaker is
 	// sent only BIRD's best path, and none of the paths it sent itself.
 	BestPathOnly bool
-	Peers    []Peer
+	Peers        []Peer
 	// NextHopNets are routed to "lo" so that next hops in them resolve
 	// (BIRD refuses 127.0.0.0/8 as a route). Default 198.51.100.0/24,
 	// fd00::/8, 2001:db8::/32.
