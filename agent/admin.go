@@ -188,14 +188,8 @@ func (a *Agent) bpfView() bpfState {
 	a.mu.Lock()
 	st := a.st
 	a.mu.Unlock()
-	var d4, d6, v4, v6 int
-	for _, p := range st.deny {
-		if p.Addr().Is4() {
-			d4++
-		} else {
-			d6++
-		}
-	}
+	var v4, v6 int
+	d4, d6 := st.denyV4, len(st.deny)-st.denyV4 // st.deny's elements are the syncer's (edited in place)
 	for _, x := range st.vips {
 		if x.Addr.Is4() {
 			v4++

@@ -61,7 +61,8 @@ type syncState struct {
 	haveLim   bool
 	limits    bpf.Limits
 	haveDeny  bool
-	deny      []netip.Prefix
+	deny      []netip.Prefix // the syncer edits it in place: elsewhere read only its length
+	denyV4    int            // how many of deny are IPv4
 	denySeq   uint64
 	denyAt    time.Time
 	denyFrom  denyInputs // what deny was computed from

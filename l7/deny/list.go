@@ -142,10 +142,18 @@ func (l *List) CIDRs(now time.Time) []netip.Prefix {
 	if l == nil {
 		return nil
 	}
+	return l.AppendCIDRs(make([]netip.Prefix, 0, l.counts[kindIndex(KindCIDR)]), now)
+}
+
+// AppendCIDRs appends CIDRs(now) to dst, so a caller can choose the
+// buffer (the agent sizes its union with room for later edits).
+func (l *List) AppendCIDRs(dst []netip.Prefix, now time.Time) []netip.Prefix {
+	if l == nil {
+		return dst
+	}
 	t := now.Unix()
-	out := make([]netip.Prefix, 0, l.counts[kindIndex(KindCIDR)])
-	out = l.v4.appendLive(out, true, t)
-	return l.v6.appendLive(out, false, t)
+	dst = l.v4.appendLive(dst, true, t)
+	return l.v6.appendLive(dst, false, t)
 }
 
 // NextCIDRExpiry is the earliest expiry of a CIDR entry after now, i.e.
