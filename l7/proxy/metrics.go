@@ -89,7 +89,7 @@ func NewMetrics() *Metrics {
 			Name: "rampart_deny_list_entries", Help: "Entries in the deny list in force, expired ones included.",
 		}),
 		quota: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rampart_quota_decisions_total", Help: "Quota decisions by policy and outcome (allowed, limited, store_error).",
+			Name: "rampart_quota_decisions_total", Help: "Quota decisions by policy and outcome (allowed, limited, store_error; floor: a global policy decided by its floor share).",
 		}, []string{"policy", "outcome"}),
 		routes: map[string]*routeStats{},
 	}

@@ -112,5 +112,6 @@
 //
 // Options.Observe, when set, is called on every Take of a known policy with
 // "allowed" or "limited", and additionally with "store_error" when the
-// decision was Degraded; the proxy turns these into metrics.
+// decision was Degraded and with "floor" when a global policy decided by
+// its floor share; the proxy turns these into metrics.
 package quota

@@ -28,7 +28,13 @@ func stateWith(policy, region string, perSecond, burst, nodes uint64, expires ti
 func TestGlobalLeaseLocal(t *testing.T) {
 	clk := newFakeClock()
 	var st atomic.Pointer[regionstate.State]
-	l := mustNew(t, []snapshot.QuotaPolicy{globalQuota("g", "local")}, "eu", nil, Options{Now: clk.Now, Leases: st.Load})
+	var floors atomic.Int64
+	obs := func(_, outcome string) {
+		if outcome == "floor" {
+			floors.Add(1)
+		}
+	}
+	l := mustNew(t, []snapshot.QuotaPolicy{globalQuota("g", "local")}, "eu", nil, Options{Now: clk.Now, Leases: st.Load, Observe: obs})
 
 	// No document: the floor, 10% of 1000/s with a burst of 10, on one node.
 	if ls, _ := l.Lease("g"); ls.Leased || ls.PerSecond != 100 || ls.Burst != 10 || ls.Nodes != 1 {
@@ -36,6 +42,9 @@ func TestGlobalLeaseLocal(t *testing.T) {
 	}
 	if got := countAllowed(l, "g", "t", 50); got != 10 {
 		t.Fatalf("no document: %d of 50 admitted, want the floor's burst 10", got)
+	}
+	if n := floors.Load(); n != 50 {
+		t.Fatalf("no document: %d decisions observed as floor, want 50", n)
 	}
 
 	// A lease of 600/s, burst 60, over 3 nodes: 200/s and 20 each.
@@ -46,6 +55,9 @@ func TestGlobalLeaseLocal(t *testing.T) {
 	}
 	if got := countAllowed(l, "g", "t", 100); got != 20 {
 		t.Fatalf("leased, after 1 s: %d of 100 admitted, want the bucket capped at the lease's burst 20", got)
+	}
+	if n := floors.Load(); n != 50 {
+		t.Fatalf("leased: %d decisions observed as floor, want still 50", n)
 	}
 	clk.Advance(50 * time.Millisecond)
 	if got := countAllowed(l, "g", "t", 500); got != 10 {

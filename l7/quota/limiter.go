@@ -30,7 +30,9 @@ type Options struct {
 	MaxKeys int
 	// Observe, when set, is called on every Take of a known policy with the
 	// outcome "allowed" or "limited", and also with "store_error" when the
-	// decision was Degraded. It must be fast and safe for concurrent use.
+	// decision was Degraded and with "floor" when a global policy decided
+	// by its floor share (no lease, or it expired). It must be fast and
+	// safe for concurrent use.
 	Observe func(policy, outcome string)
 	// Leases returns the region state in force, whose quota leases global
 	// policies enforce (the process's region.Live.State); nil, or a nil
@@ -194,9 +196,12 @@ func (l *Limiter) Take(ctx context.Context, policyID string, key []byte) Decisio
 	at := l.now()
 	now := int64(at.Sub(l.base))
 	var d Decision
+	floor := false
 	switch {
 	case p.global != nil:
-		d = l.takeGlobal(ctx, p, p.global.view(l.state(), now, at, l.base), key, now)
+		v := p.global.view(l.state(), now, at, l.base)
+		floor = !v.leased
+		d = l.takeGlobal(ctx, p, v, key, now)
 	case p.rate <= 0:
 		d = Decision{RetryAfter: zeroBudgetRetry, Reset: zeroBudgetRetry}
 	case p.redis != nil:
@@ -207,6 +212,9 @@ func (l *Limiter) Take(ctx context.Context, policyID string, key []byte) Decisio
 	if l.observe != nil {
 		if d.Degraded {
 			l.observe(p.id, "store_error")
+		}
+		if floor {
+			l.observe(p.id, "floor")
 		}
 		if d.Allowed {
 			l.observe(p.id, "allowed")
