@@ -15,7 +15,7 @@ import (
 )
 
 // reports is the control plane in miniature: which sites announce the VIP,
-// as each one's report says (state announced), refreshed by a poller.
+// as each one's report says, refreshed by a poller.
 type reports struct {
 	mu  sync.Mutex
 	ann map[string]bool
@@ -65,14 +65,15 @@ func TestBIRDBestPathOnlyGuardFromControlPlane(t *testing.T) {
 		})
 		sites[id] = &site{Announcer: a, reg: reg}
 	}
-	// Each site reports what it announces (healthy paths only), as a node
-	// reports to the control plane.
+	// Each site reports what it announces, as the node client does
+	// (control/nodeclient.AgentAnnouncing: announced or held, not draining).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		for ctx.Err() == nil {
 			for id, s := range sites {
-				on := s.vip(vip).State == StateAnnounced
+				st := s.vip(vip).State
+				on := st == StateAnnounced || st == StateHeld
 				rep.mu.Lock()
 				rep.ann[fmt.Sprintf("site%d", id)] = on
 				rep.mu.Unlock()
