@@ -80,6 +80,7 @@ func (cl *Client) status(o Observation, oerr error) model.Status {
 	st := &cl.st
 	if oerr != nil {
 		st.Ready = false
+		st.QuotaDemand = nil // no figure: the control plane counts no demand here, not the last one
 		st.LastError = clip("observe proxy: " + oerr.Error())
 		return *st
 	}
