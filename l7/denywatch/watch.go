@@ -31,6 +31,11 @@ var empty = &deny.List{}
 // is written to StatePath; anything else is logged, counted and passed to
 // OnReject, and the current list stays.
 //
+// Files are read into two buffers that alternate (docwatch.ReuseBuffers):
+// a list that was replaced keeps serving lookups, but its file bytes are
+// overwritten, so it must not be given to deny.ParseNext as prev (the
+// watcher only ever gives it the list in force).
+//
 // Call LoadState (optional) before Run; Current and Rejected are safe at
 // any time from any goroutine. OnReject and OnApply run on Run's goroutine.
 type Watcher struct {
@@ -56,7 +61,8 @@ type Watcher struct {
 func (w *Watcher) watcher() *docwatch.Watcher[*deny.List] {
 	w.once.Do(func() {
 		w.dw = &docwatch.Watcher[*deny.List]{
-			Name: "deny list",
+			Name:         "deny list",
+			ReuseBuffers: true, // an 80 MB list: no fresh buffer per change
 			Open: func(prev *deny.List, data []byte) (*deny.List, envelope.Version, error) {
 				if prev == nil {
 					prev = empty

@@ -15,8 +15,9 @@ import (
 // memory), and a file that grows past the bound while it is read is cut off
 // at it and refused too; both wrap envelope.ErrTooLarge. Only regular files
 // are read: the open does not block, so a FIFO in a watched place cannot
-// stall the watcher.
-func readFile(path string, max int) ([]byte, error) {
+// stall the watcher. The bytes go into into's array when it has room
+// (into is overwritten), else into a new one.
+func readFile(path string, max int, into []byte) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -32,7 +33,7 @@ func readFile(path string, max int) ([]byte, error) {
 	if st.Size() > int64(max) {
 		return nil, fmt.Errorf("%w: %s is %d bytes, over the %d limit", envelope.ErrTooLarge, path, st.Size(), max)
 	}
-	var buf bytes.Buffer
+	buf := bytes.NewBuffer(into[:0])
 	buf.Grow(int(st.Size()) + bytes.MinRead)
 	if _, err := buf.ReadFrom(io.LimitReader(f, int64(max)+1)); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)

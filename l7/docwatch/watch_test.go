@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/rampart-edge/rampart/format/envelope"
 )
@@ -305,7 +306,7 @@ func TestOversizedFileIsNotRead(t *testing.T) {
 	if c := w.Refusals(); c["too_large"] != 1 || len(c) != 1 {
 		t.Fatalf("refusals %v, want one too_large", c)
 	}
-	if _, err := readFile(filepath.Join(e.dir, "huge"), envelope.DefaultMaxFileBytes); !errors.Is(err, envelope.ErrTooLarge) {
+	if _, err := readFile(filepath.Join(e.dir, "huge"), envelope.DefaultMaxFileBytes, nil); !errors.Is(err, envelope.ErrTooLarge) {
 		t.Fatalf("readFile: %v, want ErrTooLarge", err)
 	}
 }
@@ -396,5 +397,67 @@ func TestDirModeCopyOfCurrentIsStale(t *testing.T) {
 	w.Scan()
 	if got := e.rejected(); len(got) != 1 || got[0] != "stale" {
 		t.Fatalf("a copy under another name: refusals %v, want [stale]", got)
+	}
+}
+
+// TestReuseBuffers: with ReuseBuffers, reads alternate between two buffers
+// and never write into the one the document in force came from: a refused
+// file, then a good one, leave the document in force (and the block
+// comparison the next open makes with it) intact, and the third good file
+// lands in the first one's buffer.
+func TestReuseBuffers(t *testing.T) {
+	e := newEnv(t)
+	w := e.watcher()
+	w.Path, w.ReuseBuffers = filepath.Join(e.dir, "doc"), true
+	old := time.Now().Add(-time.Hour) // settled: no racy-window copy holds a buffer
+	put := func(data []byte) {
+		p := e.write("doc", data)
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f1 := build(t, e.priv, v(1, 1), 1)
+	put(f1)
+	w.Scan()
+	inForce(t, w, v(1, 1), 1)
+	first := w.cur.Load().data
+
+	bad := build(t, e.priv, v(1, 2), 2)
+	bad[len(bad)/2] ^= 1 // in the body: a block that does not hash right
+	put(bad)
+	w.Scan()
+	inForce(t, w, v(1, 1), 1)
+	if got := e.rejected(); len(got) != 1 {
+		t.Fatalf("refusals %v, want one", got)
+	}
+	if !bytes.Equal(w.cur.Load().data, f1) || !bytes.Equal(w.cur.Load().doc.opened.Body(), f1[len(f1)-len(w.cur.Load().doc.opened.Body())-2:len(f1)-2]) {
+		t.Fatal("a refused read wrote into the buffer of the document in force")
+	}
+
+	f2 := build(t, e.priv, v(1, 3), 3)
+	put(f2)
+	w.Scan()
+	inForce(t, w, v(1, 3), 3)
+	second := w.cur.Load().data
+	if unsafe.SliceData(second) == unsafe.SliceData(first) {
+		t.Fatal("the second document was read into the first one's buffer while it was in force")
+	}
+	if o := w.cur.Load().doc.opened; o.Stat.Reused == 0 {
+		t.Errorf("the open after a refused read reused no block of the list in force: %+v", o.Stat)
+	}
+
+	f3 := build(t, e.priv, v(1, 4), 4)
+	put(f3)
+	w.Scan()
+	inForce(t, w, v(1, 4), 4)
+	if unsafe.SliceData(w.cur.Load().data) != unsafe.SliceData(first) {
+		t.Error("the third document was not read into the first one's buffer (no reuse)")
+	}
+	if !bytes.Equal(w.cur.Load().data, f3) {
+		t.Fatal("the document in force is not the file's bytes")
+	}
+	st, err := os.ReadFile(e.state)
+	if err != nil || !bytes.Equal(st, f3) {
+		t.Fatalf("state file: %v, equal %v", err, bytes.Equal(st, f3))
 	}
 }
