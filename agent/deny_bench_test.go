@@ -153,6 +153,34 @@ func BenchmarkDenyApply1M(b *testing.B) {
 			report(b, p, st.denyLast, total)
 		})
 	}
+	// change2-steady: the 2-entry change on a watcher that has been running
+	// (its read buffers and the union warm), as on a node getting a stream
+	// of small changes: the list goes A → A2 → A → A2 …, each file with a
+	// higher sequence (built untimed); the A2 steps are timed.
+	b.Run("change2-steady", func(b *testing.B) {
+		apply(f, "A", false)
+		seq := uint64(10)
+		step := func(es []deny.Entry) string {
+			seq++
+			p := filepath.Join(dir, "steady")
+			if err := os.WriteFile(p, signedDeny(b, priv, seq, es), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			files["steady"] = p
+			return "steady"
+		}
+		a2 := append(a1[:len(a1):len(a1)], deny.Entry{Kind: deny.KindCIDR, Value: "192.0.2.0/24", ExpiresAt: exp}, deny.Entry{Kind: deny.KindCIDR, Value: "2001:db8::/48", ExpiresAt: exp})
+		apply(f, step(a2), true) // warm: both buffers and the union's room
+		var p, total time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			apply(f, step(a1), true)
+			name := step(a2)
+			b.StartTimer()
+			p, total = apply(f, name, true)
+		}
+		report(b, p, st.denyLast, total)
+	})
 	apply(f, "A", false)
 	b.Run("idle-pass", func(b *testing.B) { // a pass with nothing changed
 		for b.Loop() {
