@@ -74,7 +74,7 @@ func TestClientGoneIsLoggedAs499(t *testing.T) {
 	if _, err := http.DefaultClient.Do(req); err == nil {
 		t.Fatal("request should have been cancelled")
 	}
-	eventually(t, 10*time.Second, "a 499 to be counted", func() bool {
+	eventually(t, 30*time.Second, "a 499 to be counted", func() bool {
 		return testutil.ToFloat64(l.p.metrics.requests.WithLabelValues("r", "app", "499")) == 1
 	})
 	if n := testutil.ToFloat64(l.p.metrics.requests.WithLabelValues("r", "app", "502")); n != 0 {

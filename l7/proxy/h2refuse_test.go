@@ -109,7 +109,7 @@ func TestH2RefusalsAreCounted(t *testing.T) {
 	if n := testutil.ToFloat64(l.p.metrics.badRequests.WithLabelValues("431", "head_too_large")); n != 1 {
 		t.Errorf("rampart_bad_requests_total{431,head_too_large} = %v, want 1", n)
 	}
-	eventually(t, 10*time.Second, "access log lines for both refusals", func() bool {
+	eventually(t, 30*time.Second, "access log lines for both refusals", func() bool {
 		s := logs.String()
 		return strings.Contains(s, `request header \"Connection\" is not valid in HTTP/2`) &&
 			strings.Contains(s, "request header list too large")
@@ -129,7 +129,7 @@ func TestH1RefusalsAreLogged(t *testing.T) {
 	if n := testutil.ToFloat64(l.p.metrics.badRequests.WithLabelValues("400", "host")); n != 1 {
 		t.Errorf("rampart_bad_requests_total{400,host} = %v, want 1", n)
 	}
-	eventually(t, 10*time.Second, "an access log line for the refusal", func() bool {
+	eventually(t, 30*time.Second, "an access log line for the refusal", func() bool {
 		s := logs.String()
 		return strings.Contains(s, "refused by the HTTP/1.1 parser: more than one Host field") &&
 			strings.Contains(s, local) && strings.Contains(s, `"status":400`)

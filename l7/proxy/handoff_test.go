@@ -23,7 +23,7 @@ func TestHandoffSocketsFollowSnapshots(t *testing.T) {
 	go (&handoff.Server{Path: path, Sockets: l.p.HandoffSockets}).Run(ctx)
 	var gen uint64
 	var socks []handoff.Socket
-	eventually(t, 10*time.Second, "the hand-off server", func() bool {
+	eventually(t, 30*time.Second, "the hand-off server", func() bool {
 		var err error
 		gen, socks, _, err = handoff.Fetch(ctx, path, 0)
 		return err == nil

@@ -35,7 +35,7 @@ func startRedis(t *testing.T) string {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	eventually(t, 10*time.Second, "redis to listen", func() bool {
+	eventually(t, 30*time.Second, "redis to listen", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()

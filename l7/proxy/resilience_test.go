@@ -50,7 +50,7 @@ func TestBreakerMaxRequestsShedsAtOnce(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); status(t, l.url("http", "/x")) }()
 	}
-	eventually(t, 10*time.Second, "two requests at the upstream", func() bool { return up.Count() == 2 })
+	eventually(t, 30*time.Second, "two requests at the upstream", func() bool { return up.Count() == 2 })
 	// The answer must not queue: it comes while both requests are still
 	// held at the upstream (release is closed only after it). The client
 	// timeout is a liveness bound, not a speed bound.
@@ -92,11 +92,11 @@ func TestBreakerMaxConnectionsAndPending(t *testing.T) {
 	codes := make(chan int, 2)
 	wg.Add(1)
 	go func() { defer wg.Done(); c, _ := status(t, l.url("http", "/hold")); codes <- c }()
-	eventually(t, 10*time.Second, "the first request to hold the only connection", func() bool { return up.Count() == 1 })
+	eventually(t, 30*time.Second, "the first request to hold the only connection", func() bool { return up.Count() == 1 })
 	wg.Add(1)
 	go func() { defer wg.Done(); c, _ := status(t, l.url("http", "/waits")); codes <- c }() // pending: waits
 	cs := l.p.clusters.Limiter("app")
-	eventually(t, 10*time.Second, "one pending request", func() bool { return cs.Pending() == 1 })
+	eventually(t, 30*time.Second, "one pending request", func() bool { return cs.Pending() == 1 })
 	if code, _ := status(t, l.url("http", "/third")); code != 503 {
 		t.Fatalf("over max_pending: %d, want 503", code)
 	}
@@ -207,15 +207,20 @@ func TestActiveHealthChecks(t *testing.T) {
 		}
 	})
 	b := startUpstream(t, "b", nil)
+	// The endpoints turn sick by their answer, never by slowness: the check
+	// timeout is the production default (1 s, as long as the interval
+	// allows), so a loaded box does not fail checks spuriously. A 100 ms
+	// timeout did: two late answers from b in a row left no healthy
+	// endpoint, and a late answer from a counted an extra transition.
 	oneCluster(l, func(c *snapshot.Cluster) {
-		c.HealthCheck = &snapshot.HealthCheck{Path: "/health", IntervalMs: 100, TimeoutMs: 100, JitterMs: 10, HealthyThreshold: 2, UnhealthyThreshold: 2}
+		c.HealthCheck = &snapshot.HealthCheck{Path: "/health", IntervalMs: 1000, TimeoutMs: 1000, JitterMs: 10, HealthyThreshold: 2, UnhealthyThreshold: 2}
 	}, nil, a.Addr(), b.Addr())
 	m := l.p.metrics.cluster
-	eventually(t, 10*time.Second, "checks to run", func() bool {
+	eventually(t, 30*time.Second, "checks to run", func() bool {
 		return testutil.ToFloat64(m.HealthChecks.WithLabelValues("app", "pass")) >= 2
 	})
 	sick.Store(true)
-	eventually(t, 10*time.Second, "a to turn unhealthy", func() bool {
+	eventually(t, 30*time.Second, "a to turn unhealthy", func() bool {
 		return testutil.ToFloat64(m.EndpointHealthy.WithLabelValues("app", a.Addr())) == 0
 	})
 	before := proxied.Load()
@@ -230,7 +235,7 @@ func TestActiveHealthChecks(t *testing.T) {
 		t.Fatalf("unhealthy endpoint took %d requests", got)
 	}
 	sick.Store(false)
-	eventually(t, 10*time.Second, "a to recover", func() bool {
+	eventually(t, 30*time.Second, "a to recover", func() bool {
 		return testutil.ToFloat64(m.EndpointHealthy.WithLabelValues("app", a.Addr())) == 1
 	})
 	if testutil.ToFloat64(m.HealthTransitions.WithLabelValues("app", "unhealthy")) != 1 ||
@@ -292,7 +297,10 @@ func TestSameRegionPreferredAndPanicModes(t *testing.T) {
 	apply := func(panicMode string) {
 		c := l.config()
 		c.Clusters = []snapshot.Cluster{{Name: "app", PanicMode: panicMode,
-			HealthCheck: &snapshot.HealthCheck{Path: "/health", IntervalMs: 100, TimeoutMs: 100, HealthyThreshold: 1, UnhealthyThreshold: 1},
+			// One failed check turns an endpoint unhealthy, so a check must
+			// fail by its answer only: a 1 s timeout (the default) keeps a
+			// loaded box from ejecting eu before the first requests.
+			HealthCheck: &snapshot.HealthCheck{Path: "/health", IntervalMs: 1000, TimeoutMs: 1000, HealthyThreshold: 1, UnhealthyThreshold: 1},
 			Endpoints:   []snapshot.Endpoint{{Address: eu.Addr(), Region: "eu"}, {Address: us.Addr(), Region: "us"}}}}
 		c.Routes = []snapshot.Route{getRoute("r", "/x", "app")}
 		l.apply(c)
@@ -306,7 +314,7 @@ func TestSameRegionPreferredAndPanicModes(t *testing.T) {
 	}
 	euSick.Store(true) // both fail their checks now
 	m := l.p.metrics.cluster
-	eventually(t, 10*time.Second, "both unhealthy", func() bool {
+	eventually(t, 30*time.Second, "both unhealthy", func() bool {
 		return testutil.ToFloat64(m.EndpointHealthy.WithLabelValues("app", eu.Addr())) == 0 &&
 			testutil.ToFloat64(m.EndpointHealthy.WithLabelValues("app", us.Addr())) == 0
 	})

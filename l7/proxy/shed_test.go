@@ -117,7 +117,7 @@ func TestRouteConcurrencyLimit(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); status(t, l.url("http", "/limited")) }()
-	eventually(t, 10*time.Second, "the first request upstream", func() bool { return up.Count() == 1 })
+	eventually(t, 30*time.Second, "the first request upstream", func() bool { return up.Count() == 1 })
 	if code, _ := status(t, l.url("http", "/limited")); code != 503 {
 		t.Fatalf("second request on a route limited to 1: %d", code)
 	}
@@ -128,7 +128,7 @@ func TestRouteConcurrencyLimit(t *testing.T) {
 			t.Errorf("another route was limited too: %d", code)
 		}
 	}()
-	eventually(t, 10*time.Second, "the other route's request upstream", func() bool { return up.Count() == 2 })
+	eventually(t, 30*time.Second, "the other route's request upstream", func() bool { return up.Count() == 2 })
 	close(release)
 	wg.Wait()
 	if testutil.ToFloat64(l.p.metrics.shed.WithLabelValues("route")) != 1 {

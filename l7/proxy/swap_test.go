@@ -112,7 +112,7 @@ func TestInFlightRequestFinishesOnOldSnapshot(t *testing.T) {
 		resp.Body.Close()
 		done <- string(b)
 	}()
-	eventually(t, 10*time.Second, "the slow request to arrive", func() bool { return slow.Count() == 1 })
+	eventually(t, 30*time.Second, "the slow request to arrive", func() bool { return slow.Count() == 1 })
 	l.apply(cfg("new"))
 	if _, body, _ := get(t, http.DefaultClient, l.url("http", "/x")); body != "new /x" {
 		t.Fatalf("new request got %q", body)

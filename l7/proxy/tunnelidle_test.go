@@ -52,7 +52,7 @@ func TestIdleTunnelIsClosed(t *testing.T) {
 	} else if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() {
 		t.Fatal("the idle tunnel was not closed")
 	}
-	eventually(t, 10*time.Second, "the tunnel gauge back to 0", func() bool { return l.p.tunnels.len() == 0 })
+	eventually(t, 30*time.Second, "the tunnel gauge back to 0", func() bool { return l.p.tunnels.len() == 0 })
 	waitFree(t, l) // the upstream connection and every request slot are released too
 	if n := testutil.ToFloat64(l.p.metrics.tunnelIdle); n != 1 {
 		t.Errorf("rampart_websocket_tunnels_idle_closed_total = %v, want 1", n)

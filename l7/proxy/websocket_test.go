@@ -69,7 +69,7 @@ func TestWebSocketThroughTheProxy(t *testing.T) {
 				t.Errorf("%d tunnels open, want 1", n)
 			}
 			c.Close()
-			eventually(t, 10*time.Second, "the tunnel to close", func() bool { return l.p.tunnels.len() == 0 })
+			eventually(t, 30*time.Second, "the tunnel to close", func() bool { return l.p.tunnels.len() == 0 })
 		})
 	}
 	if n := testutil.ToFloat64(l.p.metrics.requests.WithLabelValues("r", "app", "101")); n != 2 {
@@ -101,7 +101,7 @@ func TestShutdownClosesTunnels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eventually(t, 10*time.Second, "a tunnel", func() bool { return l.p.tunnels.len() == 1 })
+	eventually(t, 30*time.Second, "a tunnel", func() bool { return l.p.tunnels.len() == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_ = l.p.Shutdown(ctx) // the tunnel holds the drain to its deadline, then is closed
