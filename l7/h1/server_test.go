@@ -39,7 +39,9 @@ func start(t testing.TB, s *Server) string {
 }
 
 func echoServer(t testing.TB) (*Server, string) {
-	s := &Server{MaxHeaderBytes: 4096, ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 5 * time.Second,
+	// The timeouts are liveness bounds: no test of the echo server is about
+	// them, so a loaded box must not hit them.
+	s := &Server{MaxHeaderBytes: 4096, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {
@@ -69,7 +71,7 @@ func exchange(t testing.TB, addr, raw string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +250,7 @@ func TestExpectContinue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
 	io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
 	br := bufio.NewReader(c)
 	line, _ := br.ReadString('\n')
@@ -269,15 +271,16 @@ func TestExpectContinue(t *testing.T) {
 
 func TestClientGoneCancelsContext(t *testing.T) {
 	var cancelled atomic.Bool
-	arrived := make(chan struct{})
+	arrived, ended := make(chan struct{}), make(chan struct{})
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		select {
 		case <-r.Context().Done():
 			cancelled.Store(true)
-		case <-time.After(5 * time.Second):
+		case <-ended: // the test gave up waiting
 		}
 	})}
+	defer close(ended)
 	addr := start(t, s)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -302,11 +305,22 @@ func TestWatchKeepsPipelinedBytes(t *testing.T) {
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			close(slowRunning)
-			done := r.Context().Done()
+			done := r.Context().Done() // starts the watcher
+			// Hold /slow until the watcher has read the first byte of
+			// /next (an order, not a time), so that byte must be kept.
+			w := &r.Context().(*reqContext).c.watch
+			w.mu.Lock()
+			finished := w.finished
+			w.mu.Unlock()
 			select {
 			case <-done:
 				panic("cancelled although the client is there")
-			case <-time.After(200 * time.Millisecond):
+			case <-finished:
+			case <-time.After(30 * time.Second): // a liveness bound
+				panic("the watcher never read the pipelined request")
+			}
+			if !w.saved {
+				panic("the watcher ended without the pipelined byte")
 			}
 		}
 		io.WriteString(w, r.URL.Path)
@@ -317,7 +331,7 @@ func TestWatchKeepsPipelinedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
 	<-slowRunning // the handler watches the connection when /next arrives
 	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
@@ -360,7 +374,7 @@ func TestShutdownClosesIdleAndFinishesActive(t *testing.T) {
 	<-slowRunning
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
-	_ = idle.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_ = idle.SetReadDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("idle connection: %v, want EOF", err)
 	}

@@ -66,8 +66,8 @@ func TestHandOffListeningSockets(t *testing.T) {
 			c.Close()
 		}
 	}()
-	_ = fl.(*net.TCPListener).SetDeadline(time.Now().Add(2 * time.Second))
-	_ = tln.(*net.TCPListener).SetDeadline(time.Now().Add(2 * time.Second))
+	_ = fl.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
+	_ = tln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
 	acceptedBy := make(chan string, 2)
 	go func() {
 		if c, err := fl.Accept(); err == nil {

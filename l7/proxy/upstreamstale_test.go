@@ -132,7 +132,7 @@ func acked(c *net.TCPConn) error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		var unacked int
 		var ierr error
@@ -147,7 +147,7 @@ func acked(c *net.TCPConn) error {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return fmt.Errorf("bytes still unacknowledged after 10 s")
+	return fmt.Errorf("bytes still unacknowledged after 30 s")
 }
 
 // An upstream that sends an unsolicited response on a keep-alive

@@ -59,7 +59,7 @@ func TestWebSocketThroughTheProxy(t *testing.T) {
 				if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
 					t.Fatal(err)
 				}
-				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				_ = c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
 				_, got, err := c.ReadMessage()
 				if err != nil || string(got) != "echo: "+msg {
 					t.Fatalf("message %d: %q %v", i, truncate(string(got)), err)
@@ -105,9 +105,13 @@ func TestShutdownClosesTunnels(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_ = l.p.Shutdown(ctx) // the tunnel holds the drain to its deadline, then is closed
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// The client's own deadline is a liveness bound: its firing would mean
+	// the proxy never closed the tunnel, so it does not count as a close.
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, _, err := c.ReadMessage(); err == nil {
 		t.Fatal("the tunnel survived the shutdown")
+	} else if ne, ok := err.(interface{ Timeout() bool }); ok && ne.Timeout() {
+		t.Fatalf("the tunnel was not closed by the shutdown: %v", err)
 	}
 }
 

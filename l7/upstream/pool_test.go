@@ -101,7 +101,7 @@ func (b *desyncBackend) serve(c net.Conn, conn int) {
 // whether the connection was a reused one.
 func get(t *testing.T, p *Pool) (string, bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a liveness bound
 	c, err := p.Get(context.Background(), deadline, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func waitReadable(t *testing.T, p *Pool) {
 	}
 	raw := p.idle[0].probe.raw
 	p.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a liveness bound
 	for {
 		var ready bool
 		err := raw.Control(func(fd uintptr) {
@@ -257,7 +257,7 @@ func TestStrayBytesBehindTheResponseAreNotPooled(t *testing.T) {
 	b := newDesyncBackend(t, func(c net.Conn) { _, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray") }, nil)
 	p := NewPool(b.ln.Addr().String(), PoolConfig{})
 	defer p.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a liveness bound
 	c, err := p.Get(context.Background(), deadline, 0)
 	if err != nil {
 		t.Fatal(err)
