@@ -23,10 +23,10 @@ func urlPolicy(id, url string, mod func(*snapshot.JWTPolicy)) snapshot.AuthPolic
 	})
 }
 
-// eventually polls cond every 50 ms for up to 10 s.
+// eventually polls cond every 50 ms for up to 30 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
@@ -218,10 +218,13 @@ func TestCarryOver(t *testing.T) {
 	}
 	eventually(t, "a background refresh", func() bool { return srv.fetches.Load() > 2 })
 	s3.Close()
-	time.Sleep(100 * time.Millisecond)
+	// A fetch already under way when Close cancels it may still reach the
+	// server, however late a loaded box lets it run: allow that one, and
+	// no other over more than two refresh periods (a negative check needs
+	// a window; it is not a speed bound).
 	stopped := srv.fetches.Load()
-	time.Sleep(2500 * time.Millisecond)
-	if n := srv.fetches.Load(); n != stopped {
+	time.Sleep(2600 * time.Millisecond)
+	if n := srv.fetches.Load(); n > stopped+1 {
 		t.Fatalf("fetches went on after Close: %d -> %d", stopped, n)
 	}
 }

@@ -97,7 +97,7 @@ func clusterOf(name string, addrs ...string) snapshot.Cluster {
 
 func getRoute(id, path, clusterName string) snapshot.Route {
 	return snapshot.Route{ID: id, Host: "*", Methods: []string{"GET", "HEAD"}, PathTemplate: path,
-		UpstreamCluster: clusterName, TimeoutMs: 2000}
+		UpstreamCluster: clusterName, TimeoutMs: 30000} // a liveness bound: tests that need a route timeout set their own
 }
 
 // snap compiles and signs c (with the next sequence) and verifies it.

@@ -56,9 +56,12 @@ func TestTwoProxiesShareARegionalQuota(t *testing.T) {
 		l := newLab(t)
 		l.setRegion("eu")
 		c := l.config(up.Addr())
+		// The Redis timeout is the most the config allows (5 s): with
+		// fail_mode closed a call that a loaded box makes late would be
+		// refused and the two proxies would admit less than the burst.
 		c.QuotaPolicies = []snapshot.QuotaPolicy{{ID: "shared", Key: []string{"header:X-Customer"}, Burst: burst,
 			Regional: &snapshot.Regional{GlobalRatePerSecond: 4, Shares: map[string]float64{"eu": 0.5, "us": 0.5}},
-			Store:    "redis", Redis: &snapshot.RedisStore{Address: redis, TimeoutMs: 500, FailMode: "closed"}}}
+			Store:    "redis", Redis: &snapshot.RedisStore{Address: redis, TimeoutMs: 5000, FailMode: "closed"}}}
 		r := getRoute("r", "/x", "app")
 		r.QuotaPolicyID = "shared"
 		c.Routes = []snapshot.Route{r}
