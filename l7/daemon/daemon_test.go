@@ -64,9 +64,12 @@ func TestReadyzTurnsUnreadyBeforeListenersClose(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan *proxy.Proxy, 1)
 	done := make(chan error, 1)
+	// The unready delay is the window in which the test must see readyz
+	// turn 503 and then get a request through: 5 s, not 500 ms, so that a
+	// loaded box does not close the listeners before that request lands.
 	go func() {
 		done <- Run(ctx, Config{SnapshotDir: dir, StateDir: t.TempDir(), PublicKey: pub, AdminAddr: admin,
-			UnreadyDelay: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			UnreadyDelay: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Started: func(p *proxy.Proxy, _ net.Addr) { started <- p }})
 	}()
 	p := <-started
