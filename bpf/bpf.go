@@ -142,7 +142,35 @@ func Open(pinRoot string, opts *Options) (*Filter, error) {
 		f.Close()
 		return nil, err
 	}
+	if err := f.markSrcsLayout(); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return f, nil
+}
+
+// srcsLayout numbers rt_srcs' entry layout (struct src_entry in rampart.c);
+// 0 is the layout before the entry held xpass.
+const srcsLayout = 1
+
+// markSrcsLayout: a pinned rt_ctl naming another layout means the entries
+// were written by another program version. Once the links run this one
+// (takeOver), the deny generation is bumped, so no entry's cached verdicts
+// are read with this layout before a fresh trie lookup.
+func (f *Filter) markSrcsLayout() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ctl.SrcsLayout == srcsLayout {
+		return nil
+	}
+	ctl := f.ctl
+	ctl.DenyGen++
+	ctl.SrcsLayout = srcsLayout
+	if err := f.objs.RtCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("bpf: mark rt_srcs layout %d: %w", srcsLayout, err)
+	}
+	f.ctl = ctl
+	return nil
 }
 
 // dataMaps loads the pinned rt_ctl and rt_cfg (creating and pinning them

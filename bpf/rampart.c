@@ -40,8 +40,10 @@ struct vip6_key { __u32 addr[4]; __be16 port; __u8 proto; __u8 pad; };
 struct lpm4_key { __u32 prefixlen; __u32 addr; };
 struct lpm6_key { __u32 prefixlen; __u32 addr[4]; };
 
-/* Written only by the agent, as a whole. */
-struct ctl { __u32 cfg_idx, deny_gen, deny4_n, deny6_n, vip_idx, pad; };
+/* Written only by the agent, as a whole. srcs_layout: the rt_srcs entry
+ * layout the agent last opened the maps with (Open bumps deny_gen when it
+ * changes, so no entry's cached verdicts survive a layout change). */
+struct ctl { __u32 cfg_idx, deny_gen, deny4_n, deny6_n, vip_idx, srcs_layout; };
 
 /* XDP's VIP tables: hashed buckets of exact entries, two halves (vip_idx
  * picks the live one). A v4 slot is addr | port << 32 | proto << 48 | 1 << 56.
@@ -62,8 +64,12 @@ struct cfg {
 struct cfgs { struct cfg slot[2]; };
 
 struct bucket { __u64 tokens, ts; };
-/* One source; key 0 is a free slot. seen: last packet (ns). */
-struct src_entry { __u64 key; struct bucket pps, syn; __u64 seen; __u32 gen, deny_gen, denied, pad; };
+/* One source; key 0 is a free slot. denied: the deny trie's value for the
+ * source's /32 or /64 under deny_gen. xpass: in a SPLIT /64, the last 64 bits
+ * of the last address found not denied under deny_gen (0: none), one aligned
+ * 64-bit word so no CPU reads it torn. seen: last packet, in 2^16 ns units
+ * (wraps in 78 hours; compared wrap-safe, it only picks the way to evict). */
+struct src_entry { __u64 key; struct bucket pps, syn; __u64 xpass; __u32 gen, deny_gen, denied, seen; };
 struct src_set { struct src_entry e[WAYS]; };
 struct dcache { __u64 key; __u32 deny_gen, pad; };
 struct xcache { __u64 hi, lo; __u32 deny_gen, denied; };
@@ -312,14 +318,22 @@ static __always_inline int limit(__u64 key, void *saddr, __u64 lo, int v6, int s
 	int deny;
 	if (st) {
 		if (st->deny_gen != dgen) {
+			st->xpass = 0;
 			st->denied = deny_lookup(saddr, v6, 64);
-			asm volatile("" ::: "memory"); /* the verdict before its generation */
+			asm volatile("" ::: "memory"); /* the verdicts before their generation */
 			st->deny_gen = dgen;
 		}
 		deny = st->denied;
 		if (v6 && deny == SPLIT) {
-			struct xcache *x = xslot(h, lo);
-			deny = xhit(x, key, lo, dgen) ? x->denied : xwalk(x, saddr, key, lo, dgen);
+			if (lo && st->xpass == lo) { /* this source's last address */
+				deny = 0;
+			} else {
+				struct xcache *x = xslot(h, lo);
+				deny = xhit(x, key, lo, dgen) ? x->denied : xwalk(x, saddr, key, lo, dgen);
+				/* Re-checked: a refresh for a newer list may have run meanwhile. */
+				if (!deny && lo && st->deny_gen == dgen)
+					st->xpass = lo;
+			}
 		}
 		if (deny)
 			return done(R_DROP_DENY, XDP_DROP);
@@ -370,16 +384,17 @@ admit:
 		st = &set->e[0];
 #pragma unroll
 		for (int w = 1; w < WAYS; w++) {
-			if (st->key && (!set->e[w].key || set->e[w].seen < st->seen))
+			if (st->key && (!set->e[w].key || (__s32)(set->e[w].seen - st->seen) < 0))
 				st = &set->e[w];
 		}
 		reset(st, c, now);
+		st->xpass = deny == SPLIT ? lo : 0; /* admitted: lo is not denied */
 		st->deny_gen = dgen;
 		st->denied = deny;
 		asm volatile("" ::: "memory"); /* the key goes in last */
 		st->key = key;
 	}
-	st->seen = now;
+	st->seen = now >> 16;
 
 	__u32 r = R_PASS;
 	if (c->pps_rate && !take(&st->pps, now, c->pps_rate, c->pps_burst, c->pps_fill)) {

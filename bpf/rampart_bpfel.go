@@ -37,13 +37,13 @@ type rampartCfgs struct {
 }
 
 type rampartCtl struct {
-	_       structs.HostLayout
-	CfgIdx  uint32
-	DenyGen uint32
-	Deny4N  uint32
-	Deny6N  uint32
-	VipIdx  uint32
-	Pad     uint32
+	_          structs.HostLayout
+	CfgIdx     uint32
+	DenyGen    uint32
+	Deny4N     uint32
+	Deny6N     uint32
+	VipIdx     uint32
+	SrcsLayout uint32
 }
 
 type rampartDcache struct {
@@ -86,11 +86,11 @@ type rampartSrcSet struct {
 			Tokens uint64
 			Ts     uint64
 		}
-		Seen    uint64
+		Xpass   uint64
 		Gen     uint32
 		DenyGen uint32
 		Denied  uint32
-		Pad     uint32
+		Seen    uint32
 	}
 }
 

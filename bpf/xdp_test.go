@@ -207,6 +207,140 @@ func TestDeny(t *testing.T) {
 	}
 }
 
+// TestSplitLastAddress: in a SPLIT /64, the source entry remembers the last
+// address found not denied (xpass); another address, a deny swap and an
+// in-place edit all go back to the exact verdict.
+func TestSplitLastAddress(t *testing.T) {
+	f := openVIPs(t, Options{MaxSources: 4096})
+	v6 := func(src string) []byte {
+		return pkt{src: src, dst: "2001:db8::10", proto: 6, sport: 1, dport: 80}.bytes()
+	}
+	const bad, good, other = "2001:db8:1:2::bad", "2001:db8:1:2::900d", "2001:db8:1:2::1"
+	if err := f.ReplaceDenyList([]netip.Prefix{netip.MustParsePrefix(bad + "/128")}); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(t, v6(good), xdpPass, Pass) // new entry: xpass = good
+	if got := f.xpass(t, good); got != lo64(good) {
+		t.Fatalf("xpass after admitting %s: %#x, want %#x", good, got, lo64(good))
+	}
+	for range 2 {
+		f.expect(t, v6(good), xdpPass, Pass)
+		f.expect(t, v6(bad), xdpDrop, DropDeny) // a miss of xpass: not remembered
+		f.expect(t, v6(other), xdpPass, Pass)   // remembered in its place
+	}
+	if got := f.xpass(t, bad); got != lo64(other) {
+		t.Fatalf("xpass: %#x, want %s's %#x", got, other, lo64(other))
+	}
+	// Swap: the remembered address is now the denied one.
+	if err := f.ReplaceDenyList([]netip.Prefix{netip.MustParsePrefix(other + "/128")}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		f.expect(t, v6(other), xdpDrop, DropDeny)
+		f.expect(t, v6(bad), xdpPass, Pass)
+	}
+	// In place: the remembered address (bad) is added to the list.
+	all := []netip.Prefix{netip.MustParsePrefix(bad + "/128"), netip.MustParsePrefix(other + "/128")}
+	if _, err := f.EditDenyList(all, all[:1], nil); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(t, v6(bad), xdpDrop, DropDeny)
+	f.expect(t, v6(good), xdpPass, Pass)
+}
+
+// TestSrcsLayoutChange: an entry written under another rt_srcs layout (here
+// a planted xpass that names a denied address, with the current deny
+// generation) is not trusted by a reopened filter: Open bumps the deny
+// generation when the pinned rt_ctl names another layout, and only then.
+func TestSrcsLayoutChange(t *testing.T) {
+	needRoot(t)
+	root := netnstest.PinRoot(t)
+	open := func() *Filter {
+		t.Helper()
+		f, err := Open(root, &Options{MaxSources: 4096, testClock: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f := open()
+	if err := f.SetVIPs(testVIPs); err != nil {
+		t.Fatal(err)
+	}
+	f.setClock(t, 1e12)
+	v6 := func(src string) []byte {
+		return pkt{src: src, dst: "2001:db8::10", proto: 6, sport: 1, dport: 80}.bytes()
+	}
+	const bad, good = "2001:db8:1:2::bad", "2001:db8:1:2::900d"
+	if err := f.ReplaceDenyList([]netip.Prefix{netip.MustParsePrefix(bad + "/128")}); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(t, v6(good), xdpPass, Pass)
+	f.setXpass(t, good, lo64(bad))
+	f.expect(t, v6(bad), xdpPass, Pass) // the planted word is what XDP reads
+	ctl := f.ctl
+	ctl.SrcsLayout = 0
+	if err := f.objs.RtCtl.Update(uint32(0), &ctl, 0); err != nil {
+		t.Fatal(err)
+	}
+	gen := f.ctl.DenyGen
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f = open()
+	if f.ctl.DenyGen != gen+1 || f.ctl.SrcsLayout != srcsLayout {
+		t.Fatalf("after a layout change: deny generation %d -> %d, layout %d", gen, f.ctl.DenyGen, f.ctl.SrcsLayout)
+	}
+	f.expect(t, v6(bad), xdpDrop, DropDeny)
+	f.expect(t, v6(good), xdpPass, Pass)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f = open()
+	defer f.Remove()
+	if f.ctl.DenyGen != gen+1 {
+		t.Fatalf("same layout: deny generation %d -> %d", gen+1, f.ctl.DenyGen)
+	}
+	f.expect(t, v6(bad), xdpDrop, DropDeny)
+}
+
+// lo64 is an IPv6 address's last 64 bits as XDP loads them.
+func lo64(a string) uint64 {
+	b := netip.MustParseAddr(a).As16()
+	return nativeUint64([8]byte(b[8:]))
+}
+
+// srcEntry finds the rt_srcs entry of a's /64 (or /32) and calls fn on its
+// set and way, writing the set back if fn returns true.
+func (f *Filter) srcEntry(t *testing.T, a string, fn func(s *rampartSrcSet, way int) bool) {
+	t.Helper()
+	key, set := srcKey(netip.MustParseAddr(a)), f.setOf(a)
+	var s rampartSrcSet
+	if err := f.objs.RtSrcs.Lookup(set, &s); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.E {
+		if s.E[i].Key == key {
+			if fn(&s, i) {
+				if err := f.objs.RtSrcs.Update(set, &s, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return
+		}
+	}
+	t.Fatalf("no rt_srcs entry for %s", a)
+}
+
+func (f *Filter) xpass(t *testing.T, a string) (v uint64) {
+	f.srcEntry(t, a, func(s *rampartSrcSet, w int) bool { v = s.E[w].Xpass; return false })
+	return v
+}
+
+func (f *Filter) setXpass(t *testing.T, a string, v uint64) {
+	f.srcEntry(t, a, func(s *rampartSrcSet, w int) bool { s.E[w].Xpass = v; return true })
+}
+
 func with4(p pkt, dport uint16) []byte { p.dport = dport; return p.bytes() }
 
 // passes runs a frame n times and returns how many passed; every other
