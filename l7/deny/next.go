@@ -467,13 +467,17 @@ func (s *prefixSet) edit(ev []event) prefixSet {
 	}
 	n := len(s.keys) - (len(ev) - adds) + adds
 	out := prefixSet{keys: make([]u128, 0, n), meta: make([]pmeta, 0, n)}
+	var segs []segment // the runs of s copied between events
+	starts := make([]int, 0, len(ev))
 	i := 0
 	for _, e := range ev {
 		j := i + sortSearch(len(s.keys)-i, func(x int) bool {
 			return cmpKey(s.keys[i+x], s.meta[i+x].bits, e.key, e.bits) >= 0
 		})
+		segs = append(segs, segment{lo: i, hi: j, shift: len(out.keys) - i})
 		out.keys, out.meta = append(out.keys, s.keys[i:j]...), append(out.meta, s.meta[i:j]...)
 		i = j
+		starts = append(starts, len(out.keys)) // the added prefix, or what follows the deleted one
 		if e.add {
 			out.keys = append(out.keys, e.key)
 			out.meta = append(out.meta, pmeta{exp: e.exp, reason: e.reason, bits: e.bits})
@@ -481,9 +485,76 @@ func (s *prefixSet) edit(ev []event) prefixSet {
 			i++ // the deleted prefix (decoded from prev's bytes, so present)
 		}
 	}
+	segs = append(segs, segment{lo: i, hi: len(s.keys), shift: len(out.keys) - i})
 	out.keys, out.meta = append(out.keys, s.keys[i:]...), append(out.meta, s.meta[i:]...)
-	out.finish()
+	out.relink(s, ev, segs, starts)
 	return out
+}
+
+// segment is a run s[lo:hi] of an edited set's entries, moved by shift.
+type segment struct{ lo, hi, shift int }
+
+// relink gives an edited set the parent links and top-bits table finish
+// would, from s's (the set before the edit) instead of from scratch: a
+// kept prefix that no added or deleted prefix contains has the same parent
+// as before, moved with its segment; the prefixes an event contains (a
+// run right after its place) and the added ones are linked again by
+// walking up from their predecessor, in order. The table moves by the
+// events' counts. For a million prefixes and two events, prefixSet.edit
+// went from 19 to 9 ms of CPU (finish alone was ~10 ms), ParseNext from 33
+// to 26 ms (pprof of `go test -run '^$' -bench 'ParseNext1M/ParseNext$'
+// -benchtime 20x -cpuprofile` in l7/deny, focus deny.ParseNext$, load 8.6).
+func (out *prefixSet) relink(s *prefixSet, ev []event, segs []segment, starts []int) {
+	if len(out.keys) == 0 || len(s.first) == 0 {
+		*out = prefixSet{keys: out.keys, meta: out.meta}
+		out.finish()
+		return
+	}
+	for k := 1; k < len(segs); k++ { // the first segment has not moved, nor have its parents
+		sg := segs[k]
+		for x := sg.lo + sg.shift; x < sg.hi+sg.shift; x++ {
+			p := int(out.meta[x].parent)
+			switch {
+			case p < 0:
+			case p >= sg.lo:
+				out.meta[x].parent = int32(p + sg.shift)
+			default:
+				m := sort.Search(k, func(m int) bool { return segs[m].hi > p })
+				if m < k && segs[m].lo <= p {
+					out.meta[x].parent = int32(p + segs[m].shift)
+				} else {
+					out.meta[x].parent = -1 // p was deleted: x is in its run, linked below
+				}
+			}
+		}
+	}
+	for i, e := range ev {
+		for x := starts[i]; x < len(out.keys); x++ {
+			if x > starts[i] || !e.add { // past the event's own place: its run
+				if !contains(e.key, e.bits, out.keys[x]) {
+					break
+				}
+			}
+			c := int32(x - 1)
+			for c >= 0 && !contains(out.keys[c], out.meta[c].bits, out.keys[x]) {
+				c = out.meta[c].parent
+			}
+			out.meta[x].parent = c
+		}
+	}
+	out.first = make([]int32, len(s.first))
+	d, e := 0, 0 // d: adds minus deletes among ev[:e], the events below the table's slot
+	for b := range out.first {
+		for e < len(ev) && int(ev[e].key.hi>>48) < b {
+			if ev[e].add {
+				d++
+			} else {
+				d--
+			}
+			e++
+		}
+		out.first[b] = s.first[b] + int32(d)
+	}
 }
 
 func sortSearch(n int, f func(int) bool) int {

@@ -357,3 +357,56 @@ func BenchmarkParseNext1M(b *testing.B) {
 		}
 	})
 }
+
+// TestParseNextNested: edits of densely nested prefixes (adds and removals
+// that become or stop being the parent of many others, in both families,
+// across the top-bits table's slots) give exactly the index a full parse
+// builds: parent links, table and all.
+func TestParseNextNested(t *testing.T) {
+	priv, pub := testKey(1)
+	rng := rand.New(rand.NewPCG(11, 12))
+	pick := func() string {
+		if rng.IntN(3) == 0 {
+			a := [16]byte{0x20, 0x01, 0x0d, byte(0xb8 + rng.IntN(2)), byte(rng.IntN(2)), byte(rng.IntN(4))}
+			return netip.PrefixFrom(netip.AddrFrom16(a), 16+rng.IntN(33)).Masked().String()
+		}
+		a := [4]byte{byte(10 + rng.IntN(2)), byte(rng.IntN(2)), byte(rng.IntN(4)), byte(rng.IntN(8))}
+		return netip.PrefixFrom(netip.AddrFrom4(a), 7+rng.IntN(26)).Masked().String()
+	}
+	for round := range 300 {
+		have := map[string]bool{}
+		var es []Entry
+		for range 20 + rng.IntN(200) {
+			if v := pick(); !have[v] {
+				have[v] = true
+				es = append(es, Entry{Kind: KindCIDR, Value: v, ExpiresAt: t0.Add(time.Hour)})
+			}
+		}
+		prev, err := Parse(mustBuild(t, es, 1, priv), pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := slices.DeleteFunc(slices.Clone(es), func(Entry) bool { return rng.IntN(8) == 0 })
+		for range rng.IntN(6) {
+			if v := pick(); !have[v] {
+				have[v] = true
+				next = append(next, Entry{Kind: KindCIDR, Value: v, ExpiresAt: t0.Add(2 * time.Hour)})
+			}
+		}
+		data := mustBuild(t, next, 2, priv)
+		want, err := Parse(data, pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseNext(prev, data, pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.base == nil && len(next) > 0 {
+			t.Fatalf("round %d: not incremental", round)
+		}
+		if d := diffLists(want, got); d != "" {
+			t.Fatalf("round %d: %s", round, d)
+		}
+	}
+}
