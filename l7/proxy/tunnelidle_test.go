@@ -61,11 +61,12 @@ func TestIdleTunnelIsClosed(t *testing.T) {
 
 // Traffic keeps a tunnel open past its idle time: only silence counts.
 func TestBusyTunnelStaysOpen(t *testing.T) {
-	// A 2 s idle time with a message every 100 ms: only a box stalled for
-	// 20 message periods would see a gap (the minimum the config allows is 1 s).
-	l, ws := wsTunnel(t, 2000)
-	// Messages every 100 ms for 3 idle periods.
-	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	// A 5 s idle time with a message every 100 ms: only a box that stalls
+	// the test for 50 message periods would see a gap (with 2 s, a loaded
+	// box could stall an echo that long and the tunnel closes).
+	l, ws := wsTunnel(t, 5000)
+	// Messages every 100 ms for 2 idle periods.
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		echo(t, ws, "ping")
 	}
 	if n := testutil.ToFloat64(l.p.metrics.tunnelIdle); n != 0 {
