@@ -102,10 +102,33 @@ func newClient(t *testing.T, url, dir string) *Client {
 	return c
 }
 
-func run(c *Client, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	_ = c.Run(ctx)
+// runUntil runs c until done holds (checked every few milliseconds, for
+// at most 30 s), then stops it and waits for Run to return, so whatever
+// the client was doing (a prune, a file write) has finished.
+func runUntil(t *testing.T, c *Client, what string, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() { defer close(ended); _ = c.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			cancel()
+			<-ended
+			t.Fatalf("%s: not within 30 s; status %+v", what, c.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-ended
+}
+
+// reportedRefusal says whether the control plane got a report that
+// counts a refusal.
+func (c *control) reportedRefusal() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.reports) > 0 && c.reports[len(c.reports)-1].Refused > 0
 }
 
 // The client takes newer snapshots, writes them for the proxy, prunes
@@ -120,7 +143,8 @@ func TestSnapshotsOnlyGoForward(t *testing.T) {
 		cp.offer = snap(t, snapshot.Version{Epoch: 2, Sequence: seq})
 		cp.mu.Unlock()
 		c := newClient(t, srv.URL, dir)
-		run(c, 150*time.Millisecond)
+		want := snapshot.Version{Epoch: 2, Sequence: seq}
+		runUntil(t, c, "download "+want.String(), func() bool { return !c.Status().Downloaded.Less(want) })
 		if got := c.Status().Downloaded; got != (snapshot.Version{Epoch: 2, Sequence: seq}) {
 			t.Fatalf("downloaded %s, want 2.%d", got, seq)
 		}
@@ -148,7 +172,9 @@ func TestSnapshotsOnlyGoForward(t *testing.T) {
 		cp.offer, cp.reports = offer, nil
 		cp.mu.Unlock()
 		c := newClient(t, srv.URL, dir)
-		run(c, 150*time.Millisecond)
+		// Wait for the refusal to be counted and reported (the count only
+		// grows, so a later report cannot undo it).
+		runUntil(t, c, what, func() bool { return c.Status().Refused > 0 && cp.reportedRefusal() })
 		st := c.Status()
 		if st.Downloaded != (snapshot.Version{Epoch: 2, Sequence: 3}) || st.Refused == 0 || !strings.Contains(st.LastError, "refused snapshot") {
 			t.Fatalf("%s: status %+v", what, st)
@@ -156,10 +182,7 @@ func TestSnapshotsOnlyGoForward(t *testing.T) {
 		if what == "older epoch" && !strings.Contains(st.LastError, "older epoch") {
 			t.Fatalf("older epoch: %s", st.LastError)
 		}
-		cp.mu.Lock()
-		reported := len(cp.reports) > 0 && cp.reports[len(cp.reports)-1].Refused > 0
-		cp.mu.Unlock()
-		if !reported {
+		if !cp.reportedRefusal() {
 			t.Fatalf("%s: the refusal was not reported", what)
 		}
 		if got := names(); got != "2-2.snap,2-3.snap" {
@@ -179,9 +202,11 @@ func TestDenyOnlyGoesForward(t *testing.T) {
 		}
 		return f
 	}
+	cp.mu.Lock()
 	cp.deny = list(5)
+	cp.mu.Unlock()
 	c := newClient(t, srv.URL, dir)
-	run(c, 100*time.Millisecond)
+	runUntil(t, c, "deny sequence 5", func() bool { return c.Status().DenySequence >= 5 })
 	if c.Status().DenySequence != 5 {
 		t.Fatalf("deny sequence %d", c.Status().DenySequence)
 	}
@@ -189,7 +214,10 @@ func TestDenyOnlyGoesForward(t *testing.T) {
 	cp.deny = list(4)
 	cp.mu.Unlock()
 	c = newClient(t, srv.URL, dir) // reads sequence 5 from the file
-	run(c, 100*time.Millisecond)
+	if got := c.Status().DenySequence; got != 5 {
+		t.Fatalf("a restarted client read deny sequence %d from the file, want 5", got)
+	}
+	runUntil(t, c, "refuse deny sequence 4", func() bool { return c.Status().Refused > 0 })
 	st := c.Status()
 	data, _ := os.ReadFile(filepath.Join(dir, "deny.json"))
 	l, err := deny.Parse(data, pub)

@@ -2,6 +2,7 @@ package nodeclient
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -49,8 +50,9 @@ func swapClient(t *testing.T, url, dir string, fp *fakeProxy) *Client {
 	t.Helper()
 	c, err := New(Config{URL: url, Token: "tok", Identity: model.Identity{NodeID: "n1"}, PublicKey: pub,
 		SnapshotDir: filepath.Join(dir, "snaps"), Reporter: fp.observe,
-		ReportInterval: time.Hour, // only the first report and those after a hand-over go out
-		SwapPoll:       5 * time.Millisecond, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		ReportInterval: time.Hour,                                   // only the first report and those after a hand-over go out
+		SwapPoll:       5 * time.Millisecond, SwapWait: time.Minute, // the proxy's swap is counted in observations, not time
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +114,24 @@ func TestProxyRefusalReported(t *testing.T) {
 		!strings.Contains(got.LastError, "proxy refused snapshot 3.8") {
 		t.Fatalf("report %+v", got)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if st := c.Status(); st.Refused != 1 {
-		t.Fatalf("the refusal was counted %d times", st.Refused)
+	// Each further report observes the same refusal again; it must not
+	// count again.
+	for i := range 3 {
+		cp.mu.Lock()
+		n := len(cp.reports)
+		cp.mu.Unlock()
+		c.poke()
+		eventually(t, fmt.Sprintf("report %d after the refusal", i+1), func() bool {
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			return len(cp.reports) > n
+		})
+	}
+	cp.mu.Lock()
+	last := cp.reports[len(cp.reports)-1]
+	cp.mu.Unlock()
+	if st := c.Status(); st.Refused != 1 || last.Refused != 1 {
+		t.Fatalf("the refusal was counted %d times (last report: %d)", st.Refused, last.Refused)
 	}
 }
 
@@ -123,12 +140,14 @@ func TestProxyRefusalReported(t *testing.T) {
 // logged and shown too.
 func TestControlReachability(t *testing.T) {
 	var down atomic.Bool
+	var failed atomic.Int64 // requests answered 503 while down
 	cp := &control{}
 	inner := cp.serve(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		inner.Config.Handler.ServeHTTP(rec, r)
 		if down.Load() { // also for requests in flight when it went down
+			failed.Add(1)
 			http.Error(w, "maintenance", http.StatusServiceUnavailable)
 			return
 		}
@@ -153,9 +172,8 @@ func TestControlReachability(t *testing.T) {
 	eventually(t, "reachable", func() bool { return c.Control().State == ControlOK })
 	down.Store(true)
 	eventually(t, "unreachable", func() bool { return c.Control().State == ControlUnreachable })
-	for i := 0; i < 10 && logs.count("control plane unreachable") < 2; i++ { // many retries meanwhile
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Many retries fail meanwhile; the outage is still logged once.
+	eventually(t, "retries against the down control plane", func() bool { return failed.Load() >= 6 })
 	st := c.Control()
 	if st.Reachable || !strings.Contains(st.LastError, "503") || st.Since.IsZero() {
 		t.Fatalf("down: %+v", st)
@@ -187,10 +205,10 @@ func (l *lineLog) count(s string) int { return strings.Count(l.String(), s) }
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after 30 s waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
