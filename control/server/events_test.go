@@ -16,13 +16,17 @@ func TestEngineMovesOnEvents(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b backend) {
 		tu := fast
 		tu.tick, tu.bake = time.Hour, 200*time.Millisecond
+		// The nodes report only at start and after a swap: with the
+		// harness's 5 s node timeout a busy machine could leave them lost
+		// (and the stage skipped) before the rollout opens it.
+		tu.nodeTimeout = time.Hour
 		in := start(t, b.config(t, tu), "")
-		in.waitLeader(t, 10*time.Second)
+		in.waitLeader(t, 30*time.Second)
 		nodes := map[string]*node{}
 		for _, id := range []string{"ev-1", "ev-2", "ev-3"} {
 			nodes[id] = newNodeTuned(t, in.url, model.Identity{NodeID: id, Region: "ap", Zone: "ap-1a"}, time.Hour, 20*time.Millisecond)
 		}
-		eventually(t, 10*time.Second, "nodes to report", func() bool {
+		eventually(t, 30*time.Second, "nodes to report", func() bool {
 			var fv struct{ Nodes []any }
 			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
 			return len(fv.Nodes) == len(nodes)

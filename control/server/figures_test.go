@@ -15,9 +15,9 @@ func TestFigurePublishToActive10Nodes(t *testing.T) {
 		tu := fast
 		tu.bake = 50 * time.Millisecond
 		in := start(t, b.config(t, tu), "")
-		in.waitLeader(t, 10*time.Second)
+		in.waitLeader(t, 30*time.Second)
 		nodes := tenNodes(t, in.url)
-		eventually(t, 10*time.Second, "nodes to report", func() bool {
+		eventually(t, 30*time.Second, "nodes to report", func() bool {
 			var fv struct{ Nodes []any }
 			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
 			return len(fv.Nodes) == len(nodes)
@@ -28,7 +28,7 @@ func TestFigurePublishToActive10Nodes(t *testing.T) {
 			r := in.submit(t, y)
 			waitActive(t, nodes, r.Version, 30*time.Second)
 			times = append(times, time.Since(start))
-			ro := in.waitRollout(t, r.ID, 10*time.Second, model.StateDone, model.StateFailed)
+			ro := in.waitRollout(t, r.ID, 30*time.Second, model.StateDone, model.StateFailed)
 			if ro.State != model.StateDone {
 				t.Fatalf("revision %d: %+v", i, ro)
 			}
@@ -47,14 +47,18 @@ func TestFigurePublishToActive3Nodes(t *testing.T) {
 	b := backend{name: "embedded", dir: t.TempDir()}
 	tu := fast
 	tu.tick, tu.bake = time.Second, time.Millisecond
+	// The nodes report every 5 s: with the harness's 5 s node timeout one
+	// late report leaves a node lost when a stage opens. 30 s is the
+	// default.
+	tu.nodeTimeout = 30 * time.Second
 	tu.extra = "  shadow: {max_unexpected_differences: -1}\n"
 	in := start(t, b.config(t, tu), "")
-	in.waitLeader(t, 10*time.Second)
+	in.waitLeader(t, 30*time.Second)
 	nodes := map[string]*node{}
 	for _, id := range []string{"n-1", "n-2", "n-3"} {
 		nodes[id] = newNodeTuned(t, in.url, model.Identity{NodeID: id, Region: "ap", Zone: "ap-1a"}, 5*time.Second, 250*time.Millisecond)
 	}
-	eventually(t, 10*time.Second, "nodes to report", func() bool {
+	eventually(t, 30*time.Second, "nodes to report", func() bool {
 		var fv struct{ Nodes []any }
 		in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
 		return len(fv.Nodes) == len(nodes)

@@ -64,6 +64,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, b backend)) {
 type tuning struct {
 	bake, activeTimeout, leaseTTL time.Duration
 	tick                          time.Duration // engine tick; 0: 20ms
+	nodeTimeout                   time.Duration // a node unheard of for longer is lost; 0: 5s
 	extra                         string        // more YAML under rollout:
 }
 
@@ -73,6 +74,9 @@ func (b backend) config(t *testing.T, tu tuning) *config.Config {
 	t.Helper()
 	if tu.tick == 0 {
 		tu.tick = 20 * time.Millisecond
+	}
+	if tu.nodeTimeout == 0 {
+		tu.nodeTimeout = 5 * time.Second
 	}
 	storage := fmt.Sprintf("storage: {type: embedded, dir: %q}", b.dir)
 	if b.dsn != "" {
@@ -89,7 +93,7 @@ allow_shared_node_tokens: true
 watch_timeout: 2s
 rollout:
   tick: %s
-  node_timeout: 5s
+  node_timeout: %s
   active_timeout: %s
   bake: %s
   stages:
@@ -98,7 +102,7 @@ rollout:
     - {name: region, region: eu}
     - {name: all}
   health: {max_error_rate_increase: 0.05, min_requests: 20}
-%s`, api.HashToken(adminToken), api.HashToken(readToken), api.HashToken(nodeToken), storage, tu.tick, tu.activeTimeout, tu.bake, tu.extra)
+%s`, api.HashToken(adminToken), api.HashToken(readToken), api.HashToken(nodeToken), storage, tu.tick, tu.nodeTimeout, tu.activeTimeout, tu.bake, tu.extra)
 	c, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, y)

@@ -75,6 +75,7 @@ type node struct {
 	stop     func()
 	stopProx func()
 	report   time.Duration // node client's report interval
+	swapWait time.Duration // how long the client waits for a swap before it reports; 0: its default
 	poll     time.Duration // snapshot dir poll period
 
 	mu      sync.Mutex
@@ -92,6 +93,12 @@ func newNode(t *testing.T, url string, id model.Identity) *node {
 // snapshot directory's poll period given (the defaults are 5s and 250ms).
 func newNodeTuned(t *testing.T, url string, id model.Identity, report, poll time.Duration) *node {
 	n := &node{id: id, dir: t.TempDir(), report: report, poll: poll}
+	if report >= time.Minute {
+		// The report after a hand-over is the only one for a long time: it
+		// must wait for the proxy to swap however long a busy machine takes,
+		// not report the old version after the client's 5 s default.
+		n.swapWait = time.Minute
+	}
 	n.startProxy(t)
 	n.startClient(t, url)
 	return n
@@ -121,7 +128,7 @@ func (n *node) startProxy(t *testing.T) {
 func (n *node) startClient(t *testing.T, url string) {
 	c, err := nodeclient.New(nodeclient.Config{URL: url, Token: nodeToken, Identity: n.id, PublicKey: testPub,
 		SnapshotDir: filepath.Join(n.dir, "snapshots"), DenyFile: filepath.Join(n.dir, "deny.json"),
-		Reporter: n.observe, ReportInterval: n.report, WatchTimeout: 2 * time.Second,
+		Reporter: n.observe, ReportInterval: n.report, SwapWait: n.swapWait, WatchTimeout: 2 * time.Second,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: logger()})
 	if err != nil {
 		t.Fatal(err)
@@ -206,9 +213,13 @@ func has(vs []snapshot.Version, v snapshot.Version) bool {
 	return false
 }
 
-// runFor runs a client for d.
-func runFor(c *nodeclient.Client, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	_ = c.Run(ctx)
+// runUntil runs a client until done holds (for at most 30 s), then stops
+// it and waits for Run to return.
+func runUntil(t *testing.T, c *nodeclient.Client, what string, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() { defer close(ended); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-ended }()
+	eventually(t, 30*time.Second, what, done)
 }
