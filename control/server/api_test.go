@@ -31,7 +31,7 @@ routes:
 func TestAPI(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b backend) {
 		in := start(t, b.config(t, fast), "")
-		in.waitLeader(t, 10*time.Second)
+		in.waitLeader(t, 30*time.Second)
 
 		// Nothing is open: no token 401, wrong role 403.
 		if r := in.call(t, "", "GET", "/v1/revisions", "", nil, nil, nil); r.StatusCode != http.StatusUnauthorized {

@@ -18,10 +18,10 @@ import (
 func TestDenyReachesNodesUnderOneSecond(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b backend) {
 		in := start(t, b.config(t, fast), "")
-		in.waitLeader(t, 10*time.Second)
+		in.waitLeader(t, 30*time.Second)
 		nodes := tenNodes(t, in.url)
 		// Let every node's deny long-poll be waiting.
-		eventually(t, 10*time.Second, "nodes to report", func() bool {
+		eventually(t, 30*time.Second, "nodes to report", func() bool {
 			var fv struct{ Nodes []any }
 			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
 			return len(fv.Nodes) == len(nodes)

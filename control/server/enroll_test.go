@@ -65,14 +65,14 @@ func (in *instance) fleetView(t *testing.T) fleetWithRefused {
 func TestNodeEnrolment(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b backend) {
 		in := start(t, b.config(t, fast), "")
-		in.waitLeader(t, 10*time.Second)
+		in.waitLeader(t, 30*time.Second)
 		rev := in.submit(t, cfgYAML(1, 100)) // no nodes yet: every stage is skipped
 		in.waitRollout(t, rev.ID, 30*time.Second, model.StateDone)
 		e := in.enroll(t, "n1")
 		if code, body := in.report(t, e.Token, "n1"); code != http.StatusNoContent {
 			t.Fatalf("report as itself: %d %s", code, body)
 		}
-		eventually(t, 10*time.Second, "the enrolled node to get its snapshot", func() bool {
+		eventually(t, 30*time.Second, "the enrolled node to get its snapshot", func() bool {
 			r := in.call(t, e.Token, "GET", "/v1/node/snapshot?node=n1&timeout=100ms", "", nil, nil, nil)
 			return r.StatusCode == 200 && r.Header.Get("X-Rampart-Version") == rev.Version.String()
 		})
@@ -165,7 +165,7 @@ func TestNodeEnrolment(t *testing.T) {
 func TestEnrolmentOnFollower(t *testing.T) {
 	b := backend{name: "postgres", dsn: pgtest.DSN(t)}
 	a := start(t, b.config(t, fast), "")
-	a.waitLeader(t, 10*time.Second)
+	a.waitLeader(t, 30*time.Second)
 	f := start(t, b.config(t, fast), "")
 	var eb struct{ Error, Leader string }
 	if r := f.call(t, adminToken, "POST", "/v1/nodes/n1/enroll", "", nil, nil, &eb); r.StatusCode != http.StatusServiceUnavailable || !strings.Contains(eb.Error, "not the leader") {

@@ -2,9 +2,13 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,7 +36,7 @@ func TestTwoInstancesOnePostgres(t *testing.T) {
 	// half a second) does not lose it between renewals every TTL/3.
 	tu.leaseTTL = 3 * time.Second
 	a := start(t, b.config(t, tu), "")
-	a.waitLeader(t, 10*time.Second)
+	a.waitLeader(t, 30*time.Second)
 	bi := start(t, b.config(t, tu), "")
 	// The follower learns who holds the lease from its first look at the
 	// lease row (a slow one on a busy box: wait for it, do not assume it).
@@ -90,7 +94,7 @@ func TestTwoInstancesOnePostgres(t *testing.T) {
 	if in.State != model.StateDone {
 		t.Fatalf("rollout on the new leader: %+v", in)
 	}
-	waitActive(t, nodes, r2.Version, 20*time.Second)
+	waitActive(t, nodes, r2.Version, 30*time.Second)
 
 	// A snapshot of the old epoch, validly signed, is refused and reported.
 	stale := buildSnapshot(t, cfgYAML(4, 100), snapshot.Version{Epoch: epoch1, Sequence: r2.Version.Sequence + 100})
@@ -106,7 +110,9 @@ func TestTwoInstancesOnePostgres(t *testing.T) {
 	if got := c.Status().Downloaded; got != r2.Version {
 		t.Fatalf("client started with %s on disk, want %s", got, r2.Version)
 	}
-	runFor(c, 500*time.Millisecond)
+	runUntil(t, c, "the stale snapshot to be refused and reported", func() bool {
+		return c.Status().Refused > 0 && strings.Contains(reports(), "older epoch")
+	})
 	st := c.Status()
 	if st.Refused == 0 || !strings.Contains(st.LastError, "older epoch") || st.Downloaded != r2.Version {
 		t.Fatalf("status after a stale snapshot: %+v", st)
@@ -114,7 +120,10 @@ func TestTwoInstancesOnePostgres(t *testing.T) {
 	if got := reports(); !strings.Contains(got, "older epoch") {
 		t.Fatalf("the refusal was not reported: %s", got)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Refused, it was never handed over: the proxy has nothing to apply.
+	if _, err := os.Stat(filepath.Join(n.dir, "snapshots", fmt.Sprintf("%d-%d.snap", stale.v.Epoch, stale.v.Sequence))); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused snapshot %s is in the proxy's directory: %v", stale.v, err)
+	}
 	if v := n.fake().Active(); v != r2.Version || has(n.fake().Applied(), stale.v) {
 		t.Fatalf("the proxy runs %s (applied %v)", v, n.fake().Applied())
 	}

@@ -91,7 +91,7 @@ func (n *leaseNode) state(t *testing.T) *regionstate.State {
 func TestGlobalQuotaLeases(t *testing.T) {
 	b := backend{name: "embedded", dir: t.TempDir()}
 	in := start(t, regionalConfig(t, b), "")
-	in.waitLeader(t, 10*time.Second)
+	in.waitLeader(t, 30*time.Second)
 	var nodes []*leaseNode
 	byRegion := map[string][]*leaseNode{}
 	demand := map[string]float64{"us-east": 300_000, "eu-west": 100_000, "eu-central": 100_000}

@@ -105,7 +105,7 @@ func TestNodeCertificateBindsTheNode(t *testing.T) {
 		}
 		return e.Token
 	}
-	eventually(t, 10*time.Second, "leader", func() bool { return s.Store.Leader().Leader })
+	eventually(t, 30*time.Second, "leader", func() bool { return s.Store.Leader().Leader })
 	t1, t2 := enrol("n1"), enrol("n2")
 	report := func(hc *http.Client, token, id string) (int, string) {
 		body, _ := json.Marshal(model.Status{Identity: model.Identity{NodeID: id}, Ready: true})

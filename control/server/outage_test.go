@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
+	"github.com/rampart-edge/rampart/control/nodeclient"
 )
 
 // The control plane goes away: nodes keep their files and keep serving,
@@ -18,13 +19,20 @@ func TestControlPlaneDown(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b backend) {
 		cfg := b.config(t, fast)
 		in := start(t, cfg, "")
-		in.waitLeader(t, 10*time.Second)
+		in.waitLeader(t, 30*time.Second)
 		nodes := fleet(t, in.url)
 		r1 := baseline(t, in, nodes, cfgYAML(2, 100))
 		addr := in.addr
 		_ = in.srv.Close()
 
-		time.Sleep(500 * time.Millisecond) // node clients fail and back off
+		eventually(t, 30*time.Second, "every node client to find the control plane unreachable", func() bool {
+			for _, n := range nodes {
+				if n.client.Control().State != nodeclient.ControlUnreachable {
+					return false
+				}
+			}
+			return true
+		})
 		for id, n := range nodes {
 			if _, err := os.Stat(filepath.Join(n.dir, "snapshots", snapFile(r1))); err != nil {
 				t.Fatalf("%s: snapshot file gone while the control plane is down: %v", id, err)
@@ -41,7 +49,7 @@ func TestControlPlaneDown(t *testing.T) {
 		}
 
 		in2 := start(t, cfg, addr)
-		in2.waitLeader(t, 10*time.Second)
+		in2.waitLeader(t, 30*time.Second)
 		if e := in2.srv.Store.Leader().Epoch; e <= r1.Version.Epoch {
 			t.Fatalf("epoch after the restart %d, want above %d", e, r1.Version.Epoch)
 		}
@@ -50,7 +58,7 @@ func TestControlPlaneDown(t *testing.T) {
 		if ro.State != model.StateDone {
 			t.Fatalf("rollout after the restart: %+v", ro)
 		}
-		waitActive(t, nodes, r2.Version, 20*time.Second)
+		waitActive(t, nodes, r2.Version, 30*time.Second)
 	})
 }
 

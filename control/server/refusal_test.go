@@ -19,7 +19,7 @@ func TestRefusalFailsTheStageAtOnce(t *testing.T) {
 		tu := fast
 		tu.activeTimeout = time.Hour
 		in := start(t, b.config(t, tu), "")
-		in.waitLeader(t, 10*time.Second)
+		in.waitLeader(t, 30*time.Second)
 		nodes := fleet(t, in.url)
 		r1 := baseline(t, in, nodes, cfgYAML(2, 100))
 		canary := nodes["canary-1"].fake()

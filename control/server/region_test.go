@@ -137,7 +137,7 @@ func healthy(s *regionstate.State, name string) bool {
 func TestRegionHealthDrainAndPublish(t *testing.T) {
 	b := backend{name: "embedded", dir: t.TempDir()}
 	in := start(t, regionalConfig(t, b), "")
-	in.waitLeader(t, 10*time.Second)
+	in.waitLeader(t, 30*time.Second)
 	var nodes []*regionNode
 	byRegion := map[string][]*regionNode{}
 	for i, r := range []string{"us-east", "us-east", "us-east", "us-east", "eu-west", "eu-west", "eu-west", "eu-central", "eu-central", "eu-central"} {
