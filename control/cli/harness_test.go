@@ -139,10 +139,10 @@ func (p *plane) rollout(t *testing.T, id string) *Rollout {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after 30 s waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -36,7 +36,7 @@ func TestPausedInsideTransaction(t *testing.T) {
 	ctx := context.Background()
 	const ttl = time.Second
 	a := open(t, dsn, "a", ttl)
-	la := storetest.WaitLeader(t, a, 10*time.Second)
+	la := storetest.WaitLeader(t, a, 30*time.Second)
 	b := open(t, dsn, "b", ttl)
 
 	inside, release := make(chan time.Time, 1), make(chan struct{})
@@ -60,12 +60,12 @@ func TestPausedInsideTransaction(t *testing.T) {
 	case paused = <-inside:
 	case err := <-result:
 		t.Fatalf("the write ended before it paused: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write did not start within 10s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write did not start within 30s")
 	}
 	// Wait (bounded) for the takeover; the pause lasts until it happened
-	// or 10 TTLs passed.
-	deadline := time.Now().Add(10 * ttl)
+	// or 30 TTLs passed.
+	deadline := time.Now().Add(30 * ttl)
 	for !b.Leader().Leader && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -74,7 +74,7 @@ func TestPausedInsideTransaction(t *testing.T) {
 	var wrote time.Duration
 	var werr error
 	if led.Leader {
-		wctx, cancel := context.WithTimeout(ctx, 10*ttl)
+		wctx, cancel := context.WithTimeout(ctx, 30*ttl)
 		werr = b.Update(wctx, func(tx store.Tx) error {
 			if _, err := tx.NextSequence(wctx); err != nil {
 				return err
@@ -165,7 +165,7 @@ func TestCommitAfterLeaseLapsedRefused(t *testing.T) {
 	})
 	a := openWith(t, dsn, Options{Instance: "a", LeaseTTL: time.Second, TxIdleTimeout: 60 * time.Second, BeforeCommit: hook})
 	*sp = a
-	la := storetest.WaitLeader(t, a, 10*time.Second)
+	la := storetest.WaitLeader(t, a, 30*time.Second)
 	if err := put(ctx, a, "on-time"); err != nil {
 		t.Fatalf("write while leading: %v", err)
 	}
@@ -279,7 +279,7 @@ func openSuspended(t *testing.T, dsn, name string, ttl time.Duration) *Store {
 // SQL on the pool) is refused by the trigger; node reports are not fenced.
 func TestUnfencedWriteRefused(t *testing.T) {
 	s := open(t, pgtest.DSN(t), "a", time.Second)
-	storetest.WaitLeader(t, s, 10*time.Second)
+	storetest.WaitLeader(t, s, 30*time.Second)
 	ctx := context.Background()
 	_, err := s.pool.Exec(ctx, "INSERT INTO events (epoch, kind, subject) VALUES (1, 'x', 'sneaky')")
 	var pe *pgconn.PgError

@@ -60,7 +60,7 @@ func TestLeaseTakeoverAndFencing(t *testing.T) {
 	ctx := context.Background()
 	const ttl = time.Second
 	a := open(t, dsn, "a", ttl)
-	la := storetest.WaitLeader(t, a, 5*time.Second)
+	la := storetest.WaitLeader(t, a, 30*time.Second)
 	b := open(t, dsn, "b", ttl)
 	time.Sleep(ttl / 2)
 	if b.Leader().Leader {
@@ -77,7 +77,7 @@ func TestLeaseTakeoverAndFencing(t *testing.T) {
 
 	a.SuspendRenewal(true)
 	stopped := time.Now()
-	lb := storetest.WaitLeader(t, b, 5*ttl)
+	lb := storetest.WaitLeader(t, b, 30*ttl)
 	took := time.Since(stopped)
 	if lb.Epoch != la.Epoch+1 {
 		t.Fatalf("epoch after takeover = %d, want %d", lb.Epoch, la.Epoch+1)
@@ -119,7 +119,7 @@ func TestLeaseTakeoverAndFencing(t *testing.T) {
 func TestCloseReleasesLease(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	a := open(t, dsn, "a", 10*time.Minute)
-	la := storetest.WaitLeader(t, a, 10*time.Second)
+	la := storetest.WaitLeader(t, a, 30*time.Second)
 	b := open(t, dsn, "b", 3*time.Second)
 	if b.Leader().Leader {
 		t.Fatal("b leads while a holds an unexpired lease")
