@@ -66,7 +66,7 @@ func TestHandOffListeningSockets(t *testing.T) {
 			c.Close()
 		}
 	}()
-	_ = fl.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
+	_ = fl.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))  // a liveness bound
 	_ = tln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
 	acceptedBy := make(chan string, 2)
 	go func() {
