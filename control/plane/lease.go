@@ -19,11 +19,11 @@ import (
 // fresh nodes reported, valid lease_ttl_ms, and the leases go into the
 // region-state document through the lease provider.
 
-// leaseState is the plane's current grants (lease.go).
+// leaseState is the plane's current grants (lease.go, lease_book.go):
+// nil while this instance does not lead.
 type leaseState struct {
-	mu      sync.Mutex
-	granted map[string][]regionstate.QuotaLease // policy → its regions' leases
-	due     map[string]time.Time                // policy → its next rebalance
+	mu   sync.Mutex
+	book *leaseBook
 }
 
 // Bounds of a report's quota demand.
@@ -75,10 +75,7 @@ func leasesFor(q *snapshot.QuotaPolicy, cfgRegions []string, nodes []model.Node,
 	}
 	slices.Sort(regions)
 	regions = slices.Compact(regions)
-	ttl := time.Duration(g.LeaseTTLMs) * time.Millisecond
-	if ttl <= 0 {
-		ttl = snapshot.DefaultLeaseTTLMs * time.Millisecond
-	}
+	ttl := leaseTTL(g)
 	grants := allocate(*g, regions, demand)
 	out := make([]regionstate.QuotaLease, len(grants))
 	for i, l := range grants {
@@ -104,10 +101,18 @@ func (p *Plane) leaseLoop(ctx context.Context) {
 }
 
 // rebalanceLeases grants new leases to every global policy that is due
-// at now and returns how long until the next one is.
+// at now (lease_book.go: break before make) and returns how long until
+// the next one is. While an old grant still counts it looks at the nodes'
+// reports every leaseCheck, and rebalances at once when one no longer
+// does and a region's growth was held back.
 func (p *Plane) rebalanceLeases(ctx context.Context, now time.Time) time.Duration {
 	const idle = time.Second
-	if !p.st.Leader().Leader {
+	ls := &p.leases
+	lead := p.st.Leader()
+	if !lead.Leader {
+		ls.mu.Lock()
+		ls.book = nil // a later leadership starts over, conservatively
+		ls.mu.Unlock()
 		return idle
 	}
 	cfg, err := p.currentConfig(ctx)
@@ -129,27 +134,31 @@ func (p *Plane) rebalanceLeases(ctx context.Context, now time.Time) time.Duratio
 			regions = append(regions, r.Name)
 		}
 	}
-	ls := &p.leases
+	// The last document composed tells which grants it carries.
+	p.rs.mu.Lock()
+	cur := p.rs.cur
+	p.rs.mu.Unlock()
 	ls.mu.Lock()
-	if ls.granted == nil {
-		ls.granted, ls.due = map[string][]regionstate.QuotaLease{}, map[string]time.Time{}
+	if ls.book == nil || ls.book.epoch != lead.Epoch {
+		ls.book = newLeaseBook(lead.Epoch, now)
+	}
+	book := ls.book
+	if cur != nil {
+		book.published(cur.version, cur.state)
 	}
 	changed := false
-	for id := range ls.granted { // policies no longer global lose their leases
+	for id := range book.policies { // policies no longer global lose their leases
 		if !slices.ContainsFunc(global, func(q *snapshot.QuotaPolicy) bool { return q.ID == id }) {
-			delete(ls.granted, id)
-			delete(ls.due, id)
+			delete(book.policies, id)
 			changed = true
 		}
 	}
-	var due []*snapshot.QuotaPolicy
-	for _, q := range global {
-		if !now.Before(ls.due[q.ID]) {
-			due = append(due, q)
-		}
-	}
+	watch := len(global) > 0 && (book.pending() || slices.ContainsFunc(global, func(q *snapshot.QuotaPolicy) bool {
+		pb := book.policies[q.ID]
+		return pb == nil || !now.Before(pb.due)
+	}))
 	ls.mu.Unlock()
-	if len(due) > 0 {
+	if watch {
 		nodes, err := p.st.Nodes(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -158,20 +167,29 @@ func (p *Plane) rebalanceLeases(ctx context.Context, now time.Time) time.Duratio
 			return idle
 		}
 		ls.mu.Lock()
-		for _, q := range due {
-			ls.granted[q.ID] = leasesFor(q, regions, nodes, now, p.o.Regions.ReportMaxAge)
-			ls.due[q.ID] = now.Add(time.Duration(max(q.Global.RebalanceMs, 1)) * time.Millisecond)
+		if ls.book == book {
+			book.observe(nodes, now)
+			for _, q := range global {
+				if pb := book.policies[q.ID]; pb == nil || !now.Before(pb.due) {
+					book.grant(q, regions, nodes, now, p.o.Regions.ReportMaxAge)
+					changed = true
+				}
+			}
 		}
 		ls.mu.Unlock()
-		changed = true
 	}
 	if changed {
 		p.RegionStateChanged()
 	}
 	next := idle
 	ls.mu.Lock()
-	for _, at := range ls.due {
-		next = min(next, max(at.Sub(now), time.Millisecond))
+	if ls.book != nil {
+		for _, pb := range ls.book.policies {
+			next = min(next, max(pb.due.Sub(now), time.Millisecond))
+		}
+		if ls.book.pending() {
+			next = min(next, leaseCheck)
+		}
 	}
 	ls.mu.Unlock()
 	return next
@@ -183,8 +201,10 @@ func (p *Plane) QuotaLeases() []regionstate.QuotaLease {
 	p.leases.mu.Lock()
 	defer p.leases.mu.Unlock()
 	var out []regionstate.QuotaLease
-	for _, l := range p.leases.granted {
-		out = append(out, l...)
+	if p.leases.book != nil {
+		for _, pb := range p.leases.book.policies {
+			out = append(out, pb.granted...)
+		}
 	}
 	slices.SortFunc(out, func(a, b regionstate.QuotaLease) int {
 		return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Region, b.Region))

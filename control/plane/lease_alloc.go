@@ -2,6 +2,7 @@ package plane
 
 import (
 	"math"
+	"slices"
 
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -28,10 +29,7 @@ func allocate(g snapshot.Global, regions []string, demand map[string]float64) []
 		return nil
 	}
 	rate := g.RatePerSecond
-	floor := rate * uint64(max(0, min(g.FloorSharePercent, 100))) / 100
-	if floor*n > rate {
-		floor = rate / n
-	}
+	floor := floorRate(g, len(regions))
 	rest := rate - floor*n
 	d := make([]float64, n)
 	total := 0.0
@@ -63,6 +61,48 @@ func allocate(g snapshot.Global, regions []string, demand map[string]float64) []
 		out[i].Burst = max(1, mulDiv(g.Burst, out[i].PerSecond, rate))
 	}
 	return out
+}
+
+// floorRate is the floor of each of n regions: floor_share_percent of
+// the global rate, shrunk to rate/n when the floors would exceed it.
+func floorRate(g snapshot.Global, n int) uint64 {
+	floor := g.RatePerSecond * uint64(max(0, min(g.FloorSharePercent, 100))) / 100
+	if n > 0 && floor*uint64(n) > g.RatePerSecond {
+		floor = g.RatePerSecond / uint64(n)
+	}
+	return floor
+}
+
+// limitGrowth is break before make: region i wants want[i], and the
+// largest of its grants still in force is held[i]; other is what regions
+// without a new grant still hold. A region at or below what it holds gets
+// its want (its held rate keeps counting until the old grant is gone);
+// the regions above share what the held rates leave of rate, in
+// proportion to how much more they want, never more than they want. So
+// other + Σ max(got[i], held[i]) ≤ max(rate, other + Σ held[i]).
+func limitGrowth(rate uint64, want, held []uint64, other uint64) []uint64 {
+	committed := other
+	var need uint64
+	for i := range want {
+		committed += held[i]
+		if want[i] > held[i] {
+			need += want[i] - held[i]
+		}
+	}
+	free := uint64(0)
+	if rate > committed {
+		free = rate - committed
+	}
+	got := slices.Clone(want)
+	if need <= free {
+		return got
+	}
+	for i := range want {
+		if want[i] > held[i] {
+			got[i] = held[i] + mulDiv(free, want[i]-held[i], need)
+		}
+	}
+	return got
 }
 
 // mulDiv is a*b/c without overflow for the bounded values here (a, b, c

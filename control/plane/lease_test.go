@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
+	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/format/regionstate"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -180,5 +181,153 @@ func TestCheckQuotaDemand(t *testing.T) {
 	many := model.Status{QuotaDemand: make([]model.QuotaDemand, MaxReportQuotaDemand+1)}
 	if err := checkQuotaDemand(&many); err == nil || !strings.Contains(err.Error(), "over the") {
 		t.Fatalf("checkQuotaDemand(%d entries) = %v", len(many.QuotaDemand), err)
+	}
+}
+
+// Property of break before make: over random fleets (regions of nodes
+// that get each document after a random delay or never, apply it up to
+// 250 ms later, and report what they hold at random times or not at
+// all), demand that jumps between regions, a leader that takes over from
+// an unknown one, and a control plane that stops, at every instant the
+// sum over regions of the largest lease any of its proxies enforces is at
+// most the global rate; and so is it with the proxies whose lease expired
+// (or that have none) enforcing the floor share, since the floors fit
+// (floor_share_percent × regions ≤ 100).
+func TestLeaseBookProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 26))
+	t0 := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	const step = 50 * time.Millisecond
+	type doc struct {
+		s  *regionstate.State
+		at time.Time // when the node client hands it over
+	}
+	type node struct {
+		region             string
+		queue              []doc
+		handed             *regionstate.State // what the node client reports
+		applied            *regionstate.State // what the proxy enforces
+		applyAt            time.Time
+		pendingApply       *regionstate.State
+		nextReport         time.Time
+		reportEvery        time.Duration
+		lossy, late, quiet bool
+		reported           string // the version in its last report
+		seen               time.Time
+	}
+	for trial := range 150 {
+		n := 1 + rng.IntN(4)
+		g := snapshot.Global{RatePerSecond: 100 + rng.Uint64N(1_000_000), Burst: 1 + rng.Uint64N(100_000),
+			FloorSharePercent: rng.IntN(100/n + 1), LeaseTTLMs: 1000 * (1 + rng.IntN(10))}
+		g.RebalanceMs = 100 + rng.IntN(g.LeaseTTLMs/2-99)
+		q := &snapshot.QuotaPolicy{ID: "api", Global: &g}
+		ttl := leaseTTL(&g)
+		regions := make([]string, n)
+		for i := range regions {
+			regions[i] = string(rune('a' + i))
+		}
+		fallback := g.RatePerSecond * uint64(g.FloorSharePercent) / 100
+		// The last leader's document: leases by some demand, granted up to
+		// a TTL before this leader began.
+		prevDemand := map[string]float64{}
+		for _, r := range regions {
+			prevDemand[r] = rng.Float64() * 1000
+		}
+		prev := &regionstate.State{Version: envelope.Version{Epoch: 1, Sequence: 1}}
+		prevAt := t0.Add(-time.Duration(rng.Int64N(int64(ttl))))
+		for i, l := range allocate(g, regions, prevDemand) {
+			prev.QuotaLeases = append(prev.QuotaLeases, regionstate.QuotaLease{Policy: "api", Region: regions[i], PerSecond: l.PerSecond, Burst: l.Burst, Expires: prevAt.Add(ttl)})
+		}
+		var nodes []*node
+		for _, r := range regions {
+			for range 1 + rng.IntN(3) {
+				nd := &node{region: r, reportEvery: time.Duration(1+rng.IntN(20)) * step,
+					lossy: rng.IntN(4) == 0, late: rng.IntN(3) == 0, quiet: rng.IntN(5) == 0}
+				if rng.IntN(4) != 0 {
+					nd.handed, nd.applied = prev, prev
+				}
+				nodes = append(nodes, nd)
+			}
+		}
+		book := newLeaseBook(2, t0)
+		seq := uint64(0)
+		stop := t0.Add(time.Duration(20+rng.IntN(40)) * time.Second)
+		demand := map[string]float64{}
+		for now := t0; now.Before(stop.Add(2*ttl + 2*time.Second)); now = now.Add(step) {
+			if rng.IntN(40) == 0 { // demand jumps to one region
+				hot := regions[rng.IntN(n)]
+				for _, r := range regions {
+					demand[r] = rng.Float64() * 10
+				}
+				demand[hot] = 1000 + rng.Float64()*1e6
+			}
+			var reports []model.Node
+			for i, nd := range nodes {
+				for len(nd.queue) > 0 && !nd.queue[0].at.After(now) {
+					if nd.handed == nil || nd.handed.Version.Less(nd.queue[0].s.Version) {
+						nd.handed = nd.queue[0].s
+						nd.pendingApply, nd.applyAt = nd.handed, now.Add(time.Duration(rng.Int64N(int64(250*time.Millisecond))))
+					}
+					nd.queue = nd.queue[1:]
+				}
+				if nd.pendingApply != nil && !nd.applyAt.After(now) {
+					nd.applied, nd.pendingApply = nd.pendingApply, nil
+				}
+				if !nd.quiet && !now.Before(nd.nextReport) { // a quiet node never reports
+					nd.nextReport, nd.seen, nd.reported = now.Add(nd.reportEvery), now, ""
+					if nd.handed != nil {
+						nd.reported = nd.handed.Version.String()
+					}
+				}
+				reports = append(reports, model.Node{Status: model.Status{Identity: model.Identity{NodeID: strconv.Itoa(i), Region: nd.region},
+					Ready: true, RegionState: nd.reported, QuotaDemand: []model.QuotaDemand{{Policy: "api", PerSecond: demand[nd.region]}}},
+					SeenAt: nd.seen})
+			}
+			if now.Before(stop) {
+				book.observe(reports, now)
+				if pb := book.policies["api"]; pb == nil || !now.Before(pb.due) {
+					got := book.grant(q, regions, reports, now, time.Hour)
+					seq++
+					s := &regionstate.State{Version: envelope.Version{Epoch: 2, Sequence: seq}, QuotaLeases: got}
+					book.published(s.Version, s)
+					for _, nd := range nodes {
+						if nd.lossy && rng.IntN(2) == 0 {
+							continue
+						}
+						d := time.Duration(rng.Int64N(int64(200 * time.Millisecond)))
+						if nd.late {
+							d = time.Duration(rng.Int64N(int64(3 * ttl)))
+						}
+						at := now.Add(d)
+						if k := len(nd.queue); k > 0 && at.Before(nd.queue[k-1].at) {
+							at = nd.queue[k-1].at
+						}
+						nd.queue = append(nd.queue, doc{s, at})
+					}
+				}
+			}
+			var leases, withFloor uint64
+			for _, r := range regions {
+				var most, mostF uint64
+				for _, nd := range nodes {
+					if nd.region != r {
+						continue
+					}
+					rate := fallback
+					if nd.applied != nil {
+						if l, ok := nd.applied.QuotaLease("api", r); ok && now.Before(l.Expires) {
+							rate = l.PerSecond
+							most = max(most, rate)
+						}
+					}
+					mostF = max(mostF, rate)
+				}
+				leases += most
+				withFloor += mostF
+			}
+			if leases > g.RatePerSecond || withFloor > g.RatePerSecond {
+				t.Fatalf("trial %d %+v, %d regions, at %s: the leases in force sum to %d (with the floor fallback %d), above %d",
+					trial, g, n, now.Sub(t0), leases, withFloor, g.RatePerSecond)
+			}
+		}
 	}
 }
