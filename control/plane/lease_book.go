@@ -47,15 +47,20 @@ type heldGrant struct {
 // dropped (the newer one counts for it), so the rates fall along it.
 type regionHold struct{ grants []heldGrant }
 
-// add records a new grant.
+// add records a new grant. The older grants not above it fold into it:
+// a document that carried the oldest of them carries it or a later grant
+// too, so the new entry keeps that one's from and heldAt (what retires the
+// larger grants before it), and the new rate and Expires.
 func (h *regionHold) add(perSecond uint64, expires time.Time) {
-	kept := h.grants[:0]
-	for _, g := range h.grants {
-		if g.perSecond > perSecond {
-			kept = append(kept, g)
+	e := heldGrant{perSecond: perSecond, expires: expires}
+	for i, g := range h.grants {
+		if g.perSecond <= perSecond {
+			e.from, e.heldAt = g.from, g.heldAt
+			h.grants = h.grants[:i]
+			break
 		}
 	}
-	h.grants = append(kept, heldGrant{perSecond: perSecond, expires: expires})
+	h.grants = append(h.grants, e)
 }
 
 // prune drops the grants no node can enforce at now: expired (plus the

@@ -60,7 +60,8 @@ func TestAllocate(t *testing.T) {
 // exactly the global rate (never above), each is at least the floor (as
 // allocate shrinks it), bursts are at least 1 and sum to at most the
 // global burst plus one per region, and more demand never means a
-// smaller lease than a region with less.
+// smaller lease than a region with less; and limitGrowth never lets the
+// new leases and the ones still held exceed the rate together.
 func TestAllocateProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 13))
 	for i := range 20_000 {
@@ -104,6 +105,33 @@ func TestAllocateProperty(t *testing.T) {
 		}
 		if bursts > g.Burst+uint64(n) {
 			t.Fatalf("case %d %+v: bursts sum to %d, above %d + %d", i, g, bursts, g.Burst, n)
+		}
+		// Break before make: with each region still holding some earlier
+		// grant (and some region not leased any more holding one too), the
+		// leases that may be in force, max(new, held), never sum above the
+		// rate (nor above what was held, when that already was), a region
+		// never gets more than it wants, and one that shrinks gets its want.
+		held := make([]uint64, n)
+		var heldSum uint64
+		for r := range held {
+			held[r] = rng.Uint64N(g.RatePerSecond/uint64(n) + 2)
+			heldSum += held[r]
+		}
+		other := rng.Uint64N(g.RatePerSecond - min(heldSum, g.RatePerSecond) + 1)
+		want := make([]uint64, n)
+		for r, l := range got {
+			want[r] = l.PerSecond
+		}
+		limited := limitGrowth(g.RatePerSecond, want, held, other)
+		inForce := other
+		for r := range limited {
+			inForce += max(limited[r], held[r])
+			if limited[r] > want[r] || (want[r] <= held[r] && limited[r] != want[r]) || (want[r] > held[r] && limited[r] < held[r]) {
+				t.Fatalf("case %d %+v: region %s wants %d, holds %d: granted %d", i, g, regions[r], want[r], held[r], limited[r])
+			}
+		}
+		if inForce > max(g.RatePerSecond, heldSum+other) {
+			t.Fatalf("case %d %+v: held %v (+%d elsewhere), wanted %v: granted %v, %d in force, above %d", i, g, held, other, want, limited, inForce, g.RatePerSecond)
 		}
 	}
 }
