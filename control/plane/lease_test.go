@@ -359,3 +359,76 @@ func TestLeaseBookProperty(t *testing.T) {
 		}
 	}
 }
+
+// The book step by step: eu's lease shrinks and us's growth waits until
+// every ready eu node reports a document with the smaller lease and the
+// slack passed (then the policy is due at once); a new book (leader
+// change) grants only floors for one TTL.
+func TestLeaseBookBreakBeforeMake(t *testing.T) {
+	g := snapshot.Global{RatePerSecond: 1000, Burst: 100, FloorSharePercent: 10, LeaseTTLMs: 10_000, RebalanceMs: 2000}
+	q := &snapshot.QuotaPolicy{ID: "api", Global: &g}
+	regions := []string{"eu", "us"}
+	t0 := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	reports := func(now time.Time, euVer string, eu, us float64) []model.Node {
+		n := func(id, r, ver string, d float64) model.Node {
+			return model.Node{Status: model.Status{Identity: model.Identity{NodeID: id, Region: r}, Ready: true, RegionState: ver,
+				QuotaDemand: []model.QuotaDemand{{Policy: "api", PerSecond: d}}}, SeenAt: now}
+		}
+		return []model.Node{n("eu1", "eu", euVer, eu/2), n("eu2", "eu", euVer, eu/2), n("us1", "us", "", us)}
+	}
+	rates := func(ls []regionstate.QuotaLease) string { return leaseString(ls) }
+
+	book := newLeaseBook(3, t0.Add(-10*time.Second)) // led for a TTL already
+	if got := rates(book.grant(q, regions, reports(t0, "", 900, 100), t0, time.Minute)); got != "eu 820 82 2|us 180 18 1" {
+		t.Fatalf("first grant: %s", got)
+	}
+	v1 := envelope.Version{Epoch: 3, Sequence: 1}
+	s1 := &regionstate.State{Version: v1, QuotaLeases: book.policies["api"].granted}
+	book.published(v1, s1)
+	// The demand moves to us: eu shrinks at once, us stays where it was.
+	t1 := t0.Add(2 * time.Second)
+	if got := rates(book.grant(q, regions, reports(t1, v1.String(), 100, 900), t1, time.Minute)); got != "eu 180 18 2|us 180 18 1" {
+		t.Fatalf("after the shift: %s, want eu shrunk and us held back", got)
+	}
+	v2 := envelope.Version{Epoch: 3, Sequence: 2}
+	book.published(v2, &regionstate.State{Version: v2, QuotaLeases: book.policies["api"].granted})
+	// One eu node still holds v1: nothing frees.
+	mixed := reports(t1.Add(100*time.Millisecond), v2.String(), 100, 900)
+	mixed[1].RegionState = v1.String()
+	if book.observe(mixed, t1.Add(500*time.Millisecond)) {
+		t.Fatal("a node of eu still holds the larger lease, yet the book freed it")
+	}
+	// Both hold v2 from t1+0.6 s on: free once the slack passed, not
+	// before, and before the next rebalance was due.
+	held := t1.Add(600 * time.Millisecond)
+	if book.observe(reports(held, v2.String(), 100, 900), held) {
+		t.Fatal("freed at the report, before the slack")
+	}
+	if !book.observe(reports(held, v2.String(), 100, 900), held.Add(leaseSlack)) {
+		t.Fatal("not freed one slack after every eu node held the smaller lease")
+	}
+	t2 := held.Add(leaseSlack)
+	if pb := book.policies["api"]; pb.due.After(t2) {
+		t.Fatalf("due %s, want at once (%s)", pb.due, t2)
+	}
+	if got := rates(book.grant(q, regions, reports(t2, v2.String(), 100, 900), t2, time.Minute)); got != "eu 180 18 2|us 820 82 1" {
+		t.Fatalf("after eu's old lease stopped counting: %s", got)
+	}
+
+	// A new leader: floors only until one TTL after it began, then the split.
+	taken := newLeaseBook(4, t2)
+	if got := rates(taken.grant(q, regions, reports(t2, "", 100, 900), t2, time.Minute)); got != "eu 100 10 2|us 100 10 1" {
+		t.Fatalf("new leader: %s, want the floors", got)
+	}
+	if pb := taken.policies["api"]; !pb.due.Equal(t2.Add(2 * time.Second)) {
+		t.Fatalf("new leader's next rebalance %s", pb.due)
+	}
+	at := t2.Add(9 * time.Second)
+	if got := rates(taken.grant(q, regions, reports(at, "", 100, 900), at, time.Minute)); got != "eu 100 10 2|us 100 10 1" || !taken.policies["api"].due.Equal(t2.Add(10*time.Second)) {
+		t.Fatalf("new leader 9 s in: %s, due %s; want the floors, due at 10 s", got, taken.policies["api"].due)
+	}
+	at = t2.Add(10 * time.Second)
+	if got := rates(taken.grant(q, regions, reports(at, "", 100, 900), at, time.Minute)); got != "eu 180 18 2|us 820 82 1" {
+		t.Fatalf("new leader one TTL in: %s, want the split", got)
+	}
+}
