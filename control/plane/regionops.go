@@ -19,6 +19,17 @@ const LagSkew = 2 * time.Second
 // MaxReasonBytes bounds a drain's reason.
 const MaxReasonBytes = 256
 
+// regionControl reads the stored drains and writers in a read transaction.
+func (p *Plane) regionControl(ctx context.Context) (*model.RegionControl, error) {
+	var rc *model.RegionControl
+	err := p.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		rc, err = tx.RegionControl(ctx)
+		return err
+	})
+	return rc, err
+}
+
 // Regions is every region's health as of the last composition (the
 // leader's), with drains.
 func (p *Plane) Regions(ctx context.Context) ([]model.RegionHealth, error) {
@@ -30,12 +41,8 @@ func (p *Plane) Regions(ctx context.Context) ([]model.RegionHealth, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rc *model.RegionControl
-	if err := p.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		rc, err = tx.RegionControl(ctx)
-		return err
-	}); err != nil {
+	rc, err := p.regionControl(ctx)
+	if err != nil {
 		return nil, err
 	}
 	hs := withConfigRegions(judgeRegions(p.o.Regions, nodes, time.Now()), cfg, p.o.Regions)
@@ -54,12 +61,8 @@ func (p *Plane) Platforms(ctx context.Context) ([]model.PlatformState, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rc *model.RegionControl
-	if err := p.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		rc, err = tx.RegionControl(ctx)
-		return err
-	}); err != nil {
+	rc, err := p.regionControl(ctx)
+	if err != nil {
 		return nil, err
 	}
 	out := []model.PlatformState{}

@@ -189,12 +189,8 @@ func (p *Plane) regionBase(ctx context.Context, now time.Time) (*regionstate.Sta
 	if err != nil {
 		return nil, fmt.Errorf("region state: nodes: %w", err)
 	}
-	var rc *model.RegionControl
-	if err := p.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		rc, err = tx.RegionControl(ctx)
-		return err
-	}); err != nil {
+	rc, err := p.regionControl(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("region state: region control: %w", err)
 	}
 	health := judgeRegions(p.o.Regions, nodes, now)
