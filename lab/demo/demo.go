@@ -2,7 +2,7 @@
 // a read, a write, a JWT and an API-key route, three regions, two VIPs,
 // limits), the control plane's config (regions rule, rollout stages with a
 // canary cohort and a health gate, tokens), the keys and tokens behind
-// them, each site's anycast config, and JWT minting for curl. See
+// them, and JWT minting for curl. See
 // lab/demo/README.md.
 package demo
 
@@ -26,12 +26,12 @@ import (
 // Names the demo config uses; drills and the lab's help text refer to them.
 const (
 	Platform          = "app-db" // the platform of every route with a tenant decision
-	FixedTenant       = "acme"   // failover_mode fixed, primary r2
-	BackupTenant      = "globex" // failover_mode primary_backup, primary r2, backup r1
-	FixedPrimary      = "r2"     // acme's region
-	BackupPrimary     = "r2"     // globex's primary
-	BackupRegion      = "r1"     // globex's backup
-	WriterRegion      = "r2"     // the platform's writer to set at start (Writer)
+	FixedTenant       = "acme"   // failover_mode fixed, primary eu
+	BackupTenant      = "globex" // failover_mode primary_backup, primary eu, backup us
+	FixedPrimary      = "eu"     // acme's region
+	BackupPrimary     = "eu"     // globex's primary
+	BackupRegion      = "us"     // globex's backup
+	WriterRegion      = "eu"     // the platform's writer to set at start (Writer)
 	CanaryCohort      = "canary" // the cohort of the rollout's first stage
 	Issuer            = "https://id.lab.rampart.test/"
 	Audience          = "demo"
@@ -60,19 +60,21 @@ type Site struct {
 	Upstreams []netip.AddrPort
 }
 
-// Sites is the default plan: r1 with one site, r2 with two (zones r2-a and
-// r2-b), r3 with one, the canary; upstreams on 198.51.100.<region><n>,
-// ports 8081 and 8082.
+// Sites is the default plan, the lab's topology (lab/README.md): eu with
+// two sites (eu1 in the canary cohort, eu2), us and ap with one each;
+// site N's upstreams on its router-link address 198.51.100.(16N+2), ports
+// 9081 and 9082.
 func Sites() []Site {
-	up := func(a string) []netip.AddrPort {
-		ip := netip.MustParseAddr(a)
-		return []netip.AddrPort{netip.AddrPortFrom(ip, 8081), netip.AddrPortFrom(ip, 8082)}
+	site := func(name, region, zone, cohort string, id int) Site {
+		ip := netip.AddrFrom4([4]byte{198, 51, 100, byte(16*id + 2)})
+		return Site{Name: name, ID: id, Region: region, Zone: zone, Cohort: cohort,
+			Upstreams: []netip.AddrPort{netip.AddrPortFrom(ip, 9081), netip.AddrPortFrom(ip, 9082)}}
 	}
 	return []Site{
-		{Name: "r1-a", ID: 1, Region: "r1", Zone: "r1-a", Upstreams: up("198.51.100.11")},
-		{Name: "r2-a", ID: 2, Region: "r2", Zone: "r2-a", Upstreams: up("198.51.100.21")},
-		{Name: "r2-b", ID: 3, Region: "r2", Zone: "r2-b", Upstreams: up("198.51.100.22")},
-		{Name: "r3-a", ID: 4, Region: "r3", Zone: "r3-a", Cohort: CanaryCohort, Upstreams: up("198.51.100.31")},
+		site("eu1", "eu", "eu-a", CanaryCohort, 1),
+		site("eu2", "eu", "eu-b", "", 2),
+		site("us1", "us", "us-a", "", 3),
+		site("ap1", "ap", "ap-a", "", 4),
 	}
 }
 
@@ -183,9 +185,6 @@ var snapshotTmpl string
 //go:embed control.yaml.tmpl
 var controlTmpl string
 
-//go:embed anycast.yaml.tmpl
-var anycastTmpl string
-
 var funcs = template.FuncMap{"join": strings.Join}
 
 // Write makes dir (if needed) and writes the demo's files into it. Keys,
@@ -277,7 +276,7 @@ const CanaryBake = 15 * time.Second
 const MaxSignalAge = time.Hour
 
 // middleStages are the stages between canary and all: one per region with
-// more than one site (the default plan: r2).
+// more than one site (the default plan: eu).
 func middleStages(sites []Site) []string {
 	var out []string
 	for _, r := range Regions(sites) {
@@ -292,34 +291,6 @@ func middleStages(sites []Site) []string {
 		}
 	}
 	return out
-}
-
-// Peering is what a site's anycast config needs of the lab's addressing.
-type Peering struct {
-	LocalAS  uint32     // the site's AS
-	RouterAS uint32     // the router's AS
-	RouterID netip.Addr // the site's IPv4 router id
-	Router   netip.Addr // the router's address the site peers with
-	Local    netip.Addr // the site's source address for the session (invalid: the kernel's choice)
-	// NextHop6 is the site's IPv6 address the router reaches it by: needed
-	// for the IPv6 VIP over an IPv4 session (invalid: left out).
-	NextHop6 netip.Addr
-}
-
-// Anycast renders site's anycast config (the agent's -anycast-config):
-// both VIPs, inputs proxy_ready, region and upstreams (every one global),
-// hold 3 s, sampling every 250 ms, a 1 s drain, and the guard with
-// min_sites 1 over the fleet of sites.
-func Anycast(site Site, p Peering, o Options) ([]byte, error) {
-	o.fill()
-	if !p.RouterID.Is4() || !p.Router.IsValid() || p.LocalAS == 0 || p.RouterAS == 0 {
-		return nil, fmt.Errorf("anycast config of site %s: needs an IPv4 router id, the router's address and both AS numbers", site.Name)
-	}
-	out, err := render("anycast", anycastTmpl, map[string]any{"Site": site, "Peer": p, "VIP4": o.VIP4, "VIP6": o.VIP6, "Sites": len(o.Sites)})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func render(name, text string, data any) ([]byte, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,11 +11,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rampart-edge/rampart/anycast"
 	"github.com/rampart-edge/rampart/control/config"
 	"github.com/rampart-edge/rampart/control/revision"
 	"github.com/rampart-edge/rampart/control/server"
@@ -128,7 +127,7 @@ func TestRegionalDecisions(t *testing.T) {
 		return s
 	}
 	c := func(name, method, path, tenant, route, target, reason string) routecheck.Case {
-		return routecheck.Case{Name: name, Host: "192.0.2.10", Method: method, Path: path, Tenant: tenant, Region: "r1",
+		return routecheck.Case{Name: name, Host: "192.0.2.10", Method: method, Path: path, Tenant: tenant, Region: "us",
 			Expect: routecheck.Expect{Route: route, Target: target, Reason: reason}}
 	}
 	for _, tc := range []struct {
@@ -137,17 +136,17 @@ func TestRegionalDecisions(t *testing.T) {
 		cases []routecheck.Case
 	}{
 		{"all regions healthy", state(), []routecheck.Case{
-			c("fixed read", "GET", "/v1/items/1", FixedTenant, "get-item", "r2", "ok_primary"),
-			c("primary_backup read", "GET", "/v1/items/1", BackupTenant, "get-item", "r2", "ok_primary"),
-			c("fixed write", "PUT", "/v1/items/1", FixedTenant, "put-item", "r2", "ok_primary"),
-			c("api-key read", "GET", "/v1/reports/7", BackupTenant, "get-report", "r2", "ok_primary"),
+			c("fixed read", "GET", "/v1/items/1", FixedTenant, "get-item", "eu", "ok_primary"),
+			c("primary_backup read", "GET", "/v1/items/1", BackupTenant, "get-item", "eu", "ok_primary"),
+			c("fixed write", "PUT", "/v1/items/1", FixedTenant, "put-item", "eu", "ok_primary"),
+			c("api-key read", "GET", "/v1/reports/7", BackupTenant, "get-report", "eu", "ok_primary"),
 			c("no platform", "GET", "/whoami", "", "whoami", "-", "-"),
 			c("unknown tenant", "GET", "/v1/items/1", "initech", "get-item", "503", "no_tenant"),
 		}},
-		{"r2 down", state("r2"), []routecheck.Case{
+		{"eu down", state("eu"), []routecheck.Case{
 			c("fixed read fails closed", "GET", "/v1/items/1", FixedTenant, "get-item", "503", "no_healthy_region"),
-			c("primary_backup read moves", "GET", "/v1/items/1", BackupTenant, "get-item", "r1", "ok_backup"),
-			c("api-key read moves", "GET", "/v1/reports/7", BackupTenant, "get-report", "r1", "ok_backup"),
+			c("primary_backup read moves", "GET", "/v1/items/1", BackupTenant, "get-item", "us", "ok_backup"),
+			c("api-key read moves", "GET", "/v1/reports/7", BackupTenant, "get-report", "us", "ok_backup"),
 			c("write stays with the writer", "PUT", "/v1/items/1", BackupTenant, "put-item", "503", "no_healthy_region"),
 			c("no platform", "GET", "/whoami", "", "whoami", "-", "-"),
 		}},
@@ -216,28 +215,6 @@ func TestTokensAndKeysAuthenticate(t *testing.T) {
 	}
 }
 
-func TestAnycastConfigsParse(t *testing.T) {
-	for i, s := range Sites() {
-		p := Peering{LocalAS: uint32(65001 + i), RouterAS: 64500, RouterID: netip.AddrFrom4([4]byte{198, 51, 100, byte(101 + i)}),
-			Router: netip.MustParseAddr("198.51.100.1"), Local: netip.AddrFrom4([4]byte{198, 51, 100, byte(101 + i)}),
-			NextHop6: netip.MustParseAddr(fmt.Sprintf("fd00:51::%d", 101+i))}
-		data, err := Anycast(s, p, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := anycast.ParseYAML(data)
-		if err != nil {
-			t.Fatalf("site %s: %v\n%s", s.Name, err, data)
-		}
-		if int(c.SiteID) != s.ID || len(c.VIPs) != 2 || c.Guard.MinSites == nil || *c.Guard.MinSites != 1 {
-			t.Errorf("site %s: site id %d, %d VIPs, min_sites %d", s.Name, c.SiteID, len(c.VIPs), c.Guard.MinSites)
-		}
-	}
-	if _, err := Anycast(Sites()[0], Peering{}, Options{}); err == nil {
-		t.Error("an anycast config without peering was rendered")
-	}
-}
-
 // TestControlPlaneTakesTheDemo starts the real control plane on the demo's
 // control config (embedded store), submits the demo snapshot with the
 // admin token, sets the writer with it, pushes lags with the monitor token
@@ -252,8 +229,8 @@ func TestControlPlaneTakesTheDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("control config: %v", err)
 	}
-	if got := cfg.Policy().Stages; len(got) != 3 || got[0].Match.Cohort != CanaryCohort || got[1].Match.Region != "r2" || got[2].Name != "all" {
-		t.Errorf("stages %+v, want canary (cohort), r2 (region), all", got)
+	if got := cfg.Policy().Stages; len(got) != 3 || got[0].Match.Cohort != CanaryCohort || got[1].Match.Region != "eu" || got[2].Name != "all" {
+		t.Errorf("stages %+v, want canary (cohort), eu (region), all", got)
 	}
 	if cfg.Regions.MinReadyPercent != 50 {
 		t.Errorf("regions rule %+v", cfg.Regions)
@@ -361,14 +338,14 @@ func TestWriteKeepsSecretsAndRefusesBadPlans(t *testing.T) {
 	}
 
 	noCanary := Sites()
-	noCanary[3].Cohort = ""
+	noCanary[0].Cohort = ""
 	dup := Sites()
 	dup[1].ID = 1
-	noR1 := Sites()[1:]
+	noUS := slices.Delete(Sites(), 2, 3)
 	for name, o := range map[string]Options{
 		"no canary":  {Sites: noCanary},
 		"duplicate":  {Sites: dup},
-		"no r1":      {Sites: noR1},
+		"no us":      {Sites: noUS},
 		"v6 as VIP4": {VIP4: netip.MustParseAddr("2001:db8::1")},
 	} {
 		if _, err := Write(t.TempDir(), o); err == nil {
