@@ -4,7 +4,7 @@ BIN     ?= bin/rampart
 PKGS    ?= ./...
 FUZZTIME ?= 10s
 
-.PHONY: run build test deps vet fuzz bench perf gen-bpf clean
+.PHONY: run build test deps vet fuzz bench perf gen-bpf clean lab lab-down drill
 
 build:
 	$(GO) build -o $(BIN) ./cmd/rampart
@@ -15,6 +15,21 @@ run: build
 
 deps:
 	hack/deps.sh test
+
+## lab: build and bring up the lab (lab/README.md): namespaces, BIRD, control plane, four sites; as root.
+## A lab left in LAB_DIR (even after a crash) is removed first.
+LAB_DIR ?= .rampart-lab
+lab: build
+	$(BIN) lab up -dir $(LAB_DIR)
+
+## lab-down: remove everything the lab made (namespaces, processes, bpffs mounts, cgroups, LAB_DIR)
+lab-down: build
+	$(BIN) lab down -dir $(LAB_DIR)
+
+## drill: run a failure drill against the running lab: make drill NAME=failover
+drill: build
+	@test -n "$(NAME)" || { echo "make drill NAME=<drill> (rampart lab drill -h)"; exit 2; }
+	$(BIN) lab drill -dir $(LAB_DIR) $(NAME)
 
 ## test: install what the tests need, then run every test, vet, and a short fuzz pass
 test: deps vet

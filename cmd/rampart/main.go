@@ -26,6 +26,7 @@ Usage:
   rampart anycast drain|undrain -addr ADDR -token-file F [-vip V] [-reason R]   operator drain of a node agent's VIPs
   rampart keygen    [flags]   make an Ed25519 key pair for signing snapshots
   rampart firstboot [-config F] [-out DIR] [-check]   read /etc/rampart/node.yaml, write the agent's and proxy's env files (images/rootfs/README.md)
+  rampart lab up|down|status|drill NAME   the lab: regions of nodes in network namespaces, failure drills (lab/README.md)
   rampart get [-http3] URL    fetch a URL (HTTP/1.1, HTTP/2 or HTTP/3) to try a listener by hand
 
 Run 'rampart <command> -h' for the flags of a command.
@@ -49,6 +50,7 @@ func main() {
 		"get":         cmdGet,
 		"route":       cmdRoute,
 		"firstboot":   cmdFirstboot,
+		"lab":         cmdLab,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	if name == "-h" || name == "--help" || name == "help" {
