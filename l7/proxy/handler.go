@@ -27,6 +27,7 @@ type exchange struct {
 	x   stage.Exchange
 	log accesslog.Entry
 	m   route.Match
+	rq  route.Request // what header and query matchers see
 }
 
 // ServeHTTP is the request path: the screen chain (before routing), the
@@ -63,7 +64,8 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	log.Path = ct.path
 	m := &ex.m
-	rt.table.Lookup(ct.host, r.Method, ct.path, m)
+	ex.rq = route.Request{Header: r.Header, Query: ct.query}
+	rt.table.LookupRequest(ct.host, r.Method, ct.path, &ex.rq, m)
 	switch m.Status {
 	case http.StatusNotFound:
 		p.reply(w, log, http.StatusNotFound, "no route")

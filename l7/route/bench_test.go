@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,3 +179,76 @@ func benchMemory(b *testing.B, hosts, perHost int) {
 
 func BenchmarkTableMemory20k(b *testing.B)  { benchMemory(b, 200, 100) }
 func BenchmarkTableMemory300k(b *testing.B) { benchMemory(b, 3000, 100) }
+
+// withMatchers copies the generated routes and gives every ninth one a twin
+// of the same host, template and methods that matches Accept-Version: 2
+// (so 10 % of the routes have matchers); requests to a twinned route carry
+// the header half of the time and then expect the twin.
+func withMatchers(tb testing.TB) ([]snapshot.Route, []request, []Request) {
+	c := generated(tb, 200, 100)
+	routes := slices.Clone(c.Routes)
+	twin := map[int32]int32{}
+	v2 := "2"
+	for i := range c.Routes {
+		if i%9 == 0 {
+			r := c.Routes[i]
+			r.ID += "-v2"
+			r.Match = &snapshot.RouteMatch{Headers: []snapshot.FieldMatch{{Name: "accept-version", Exact: &v2}}}
+			twin[int32(i)] = int32(len(routes))
+			routes = append(routes, r)
+		}
+	}
+	reqs := genRequests(c.Routes, 4096)
+	rqs := make([]Request, len(reqs))
+	for i := range reqs {
+		rqs[i].Header = map[string][]string{"Accept": {"*/*"}, "User-Agent": {"bench"}}
+		if t, ok := twin[reqs[i].route]; ok && i%2 == 0 {
+			rqs[i].Header["Accept-Version"] = []string{"2"}
+			reqs[i].route = t
+		}
+	}
+	return routes, reqs, rqs
+}
+
+func TestWithMatchers(t *testing.T) {
+	routes, reqs, rqs := withMatchers(t)
+	table := mustTable(t, routes...)
+	var m Match
+	for i, r := range reqs {
+		table.LookupRequest(r.host, r.method, r.path, &rqs[i], &m)
+		if m.Route != r.route || m.Status != r.status {
+			t.Fatalf("%s %s%s %v: route %d status %d, want %d %d", r.method, r.host, r.path, rqs[i].Header, m.Route, m.Status, r.route, r.status)
+		}
+	}
+}
+
+// BenchmarkLookupMatchers: 22,889 routes, 10 % of them with a header
+// matcher (twins of routes without), requests with three header fields.
+func BenchmarkLookupMatchers(b *testing.B) {
+	routes, reqs, rqs := withMatchers(b)
+	table := mustTable(b, routes...)
+	var m Match
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := &reqs[i&4095]
+		table.LookupRequest(r.host, r.method, r.path, &rqs[i&4095], &m)
+	}
+}
+
+// BenchmarkLookupRequestNoMatchers is BenchmarkLookup through
+// LookupRequest with header fields and a query: what the proxy pays on a
+// table where no route has matchers.
+func BenchmarkLookupRequestNoMatchers(b *testing.B) {
+	c := generated(b, 200, 100)
+	table := mustTable(b, c.Routes...)
+	reqs := genRequests(c.Routes, 4096)
+	rq := Request{Header: map[string][]string{"Accept": {"*/*"}, "Accept-Version": {"2"}}, Query: "a=1&b=2"}
+	var m Match
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := &reqs[i&4095]
+		table.LookupRequest(r.host, r.method, r.path, &rq, &m)
+	}
+}

@@ -19,6 +19,7 @@ type builder struct {
 type item struct {
 	segs  []snapshot.Segment
 	route int32
+	cond  bool // has matchers: sorts before the routes of its shape without
 }
 
 func (b *builder) fail(format string, args ...any) {
@@ -44,7 +45,18 @@ func (b *builder) prepare(i int32) (item, bool) {
 		}
 	}
 	b.t.params[i] = tpl.Params()
-	return item{segs: tpl.Segments, route: i}, true
+	if r.Match != nil {
+		cs, err := compileConds(r.Match)
+		if err != nil {
+			b.fail("route %q: match: %v", r.ID, err)
+			return item{}, false
+		}
+		if b.t.conds == nil {
+			b.t.conds = make([]conds, len(b.routes))
+		}
+		b.t.conds[i] = cs
+	}
+	return item{segs: tpl.Segments, route: i, cond: r.Match != nil}, true
 }
 
 func validHost(h string) bool {
@@ -67,7 +79,9 @@ func rank(segs []snapshot.Segment, depth int) int {
 
 // compareItems orders templates by shape (parameter names do not count), so
 // that at every depth the templates sharing a trie node are contiguous and
-// grouped by rank, literals in text order. Equal shapes keep route order.
+// grouped by rank, literals in text order. Within one shape, routes with
+// matchers come first (they are tried before the fallback without), then
+// route order.
 func compareItems(a, b item) int {
 	for d := 0; ; d++ {
 		ra, rb := rank(a.segs, d), rank(b.segs, d)
@@ -75,6 +89,12 @@ func compareItems(a, b item) int {
 			return c
 		}
 		if ra == 0 {
+			if a.cond != b.cond {
+				if a.cond {
+					return -1
+				}
+				return 1
+			}
 			return cmp.Compare(a.route, b.route)
 		}
 		if ra == 1 {
@@ -134,19 +154,20 @@ func (b *builder) build(items []item, depth int) int32 {
 	return idx
 }
 
-// addEntries appends the routes of one template shape, reporting those whose
-// methods overlap (they would match the same requests with equal precedence).
+// addEntries appends the routes of one template shape, reporting pairs
+// whose methods overlap and whose matchers conflict (snapshot.MatchConflict):
+// they would match one request with equal precedence.
 func (b *builder) addEntries(items []item) int {
 	start := len(b.t.entries)
 	var union uint64
 	anyBefore := false
 	for _, it := range items {
-		e := entry{route: it.route, any: len(b.routes[it.route].Methods) == 0}
+		e := entry{route: it.route, any: len(b.routes[it.route].Methods) == 0, cond: it.cond}
 		if !e.any {
 			e.mask = b.mask(it.route)
 		}
 		if anyBefore || e.any && len(b.t.entries) > start || union&e.mask != 0 {
-			b.reportConflict(start, it.route)
+			b.reportConflict(start, it.route) // methods may overlap: compare pairs
 		}
 		union |= e.mask
 		anyBefore = anyBefore || e.any
@@ -159,7 +180,7 @@ func (b *builder) reportConflict(start int, route int32) {
 	r := &b.routes[route]
 	for _, prev := range b.t.entries[start:] {
 		p := &b.routes[prev.route]
-		if common := overlap(p.Methods, r.Methods); common != "" {
+		if common := overlap(p.Methods, r.Methods); common != "" && snapshot.MatchConflict(p.Match, r.Match) {
 			tpl, _ := snapshot.ParseTemplate(r.PathTemplate)
 			b.fail("routes %q and %q conflict: both match %s %s%s with the same precedence",
 				p.ID, r.ID, common, r.Host, tpl.Shape())

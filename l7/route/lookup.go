@@ -5,18 +5,30 @@ import (
 	"strings"
 )
 
-// Lookup matches a request: host as NormalizeHost returns it, path as
-// NormalizePath returns it. It fills m and does not allocate.
+// Lookup matches a request without header fields or query: host as
+// NormalizeHost returns it, path as NormalizePath returns it. It fills m and
+// does not allocate.
 func (t *Table) Lookup(host, method, path string, m *Match) {
+	t.LookupRequest(host, method, path, nil, m)
+}
+
+// LookupRequest is Lookup for a request whose header fields and query the
+// routes' matchers test. Among the routes of one template and method, those
+// with matchers are tried first, then the one without; a route whose
+// matchers fail is passed over like one that does not accept the method,
+// except that the status is then 404, not 405. It does not allocate unless
+// a matcher tests a header sent in several fields or a query parameter that
+// is repeated or escaped.
+func (t *Table) LookupRequest(host, method, path string, rq *Request, m *Match) {
 	m.Route, m.Status, m.NParams = -1, 404, 0
 	root := t.group(host)
 	if root < 0 || path == "" || path[0] != '/' {
 		return
 	}
-	w := walker{t: t, path: path, method: method, bit: t.methodBit(method)}
+	w := walker{t: t, path: path, method: method, bit: t.methodBit(method), rq: rq}
 	if w.visit(m, root, start(path), 0) {
 		m.Status = 200
-	} else if w.pathMatched {
+	} else if w.pathMatched && !w.methodMatched {
 		m.Status = 405
 	}
 }
@@ -100,7 +112,10 @@ type walker struct {
 	path        string
 	method      string
 	bit         uint64
+	rq          *Request
 	pathMatched bool
+	// methodMatched: a route accepted the method but its matchers failed.
+	methodMatched bool
 }
 
 // visit searches depth-first, in precedence order, below node ni for a route
@@ -138,6 +153,10 @@ func (w *walker) pick(m *Match, entries []entry, np int) bool {
 	for _, e := range entries {
 		w.pathMatched = true
 		if e.any || e.mask&w.bit != 0 && (w.bit != overflowBit || slices.Contains(w.t.extra[e.route], w.method)) {
+			if e.cond && !w.t.conds[e.route].pass(w.rq) {
+				w.methodMatched = true
+				continue
+			}
 			m.Route, m.NParams = e.route, np
 			return true
 		}

@@ -28,6 +28,7 @@ type Table struct {
 	overflow map[string]bool    // further methods, which share bit 63
 	extra    map[int32][]string // methods of routes that use bit 63
 	params   [][]string         // parameter names per route
+	conds    []conds            // matchers per route (match.go); nil when no route has any
 }
 
 type node struct {
@@ -46,6 +47,7 @@ type entry struct {
 	mask  uint64 // methods accepted, by bit
 	route int32
 	any   bool // the route has no methods: it accepts all
+	cond  bool // the route has header or query matchers: t.conds[route]
 }
 
 const overflowBit = 1 << 63

@@ -19,9 +19,10 @@ const MaxCasesBytes = 16 << 20
 type Case struct {
 	Name    string            `yaml:"name"`
 	Host    string            `yaml:"host"`
-	Method  string            `yaml:"method"` // default GET
-	Path    string            `yaml:"path"`
-	Headers map[string]string `yaml:"headers"`
+	Method  string            `yaml:"method"`  // default GET
+	Path    string            `yaml:"path"`    // may end in ?query
+	Query   string            `yaml:"query"`   // raw query, without "?" (or put it in path)
+	Headers map[string]string `yaml:"headers"` // route matchers and the region hint see them
 	// Tenant is the verified identity's tenant (auth is not run here).
 	Tenant string `yaml:"tenant"`
 	// Region is the proxy's own region.

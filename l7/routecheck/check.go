@@ -81,13 +81,27 @@ func (c *Checker) run(cs Case, now time.Time) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("host %q: %w", cs.Host, err)
 	}
-	raw, _, _ := strings.Cut(cs.Path, "?")
+	raw, query, hasQuery := strings.Cut(cs.Path, "?")
+	if hasQuery && cs.Query != "" {
+		return res, fmt.Errorf("path %q has a query and the case sets query too", cs.Path)
+	}
+	if cs.Query != "" {
+		query = cs.Query
+	}
+	if err := route.CheckQuery(query); err != nil {
+		return res, fmt.Errorf("query %q: %w", query, err)
+	}
 	path, err := route.NormalizePath(raw, c.slashes)
 	if err != nil {
 		return res, fmt.Errorf("path %q: %w", cs.Path, err)
 	}
+	rq := route.Request{Header: map[string][]string{}, Query: query}
+	for k, v := range cs.Headers {
+		key := http.CanonicalHeaderKey(k)
+		rq.Header[key] = append(rq.Header[key], v)
+	}
 	var m route.Match
-	c.table.Lookup(host, cs.Method, path, &m)
+	c.table.LookupRequest(host, cs.Method, path, &rq, &m)
 	if m.Status != http.StatusOK {
 		res.Route = fmt.Sprint(m.Status)
 	} else {

@@ -197,6 +197,7 @@ func validateRoutes(c *Config, clusters map[string]bool, auth, quota map[string]
 			groups[k] = append(groups[k], i)
 		}
 		checkUpstream(p, where, r, clusters)
+		validateMatch(c, p, where, r)
 		switch {
 		case r.TimeoutMs == 0:
 			p.add("%s: timeout_ms is missing", where)
@@ -328,12 +329,13 @@ func checkRetries(p *problems, where string, r Route) {
 }
 
 // reportConflicts names every pair of routes in one (host, shape) group whose
-// methods overlap: such routes match the same request with equal precedence.
+// methods overlap and whose matchers conflict (MatchConflict): such routes
+// match the same request with equal precedence.
 func reportConflicts(p *problems, routes []Route, idx []int, host, shape string) {
 	for a := 0; a < len(idx); a++ {
 		for b := a + 1; b < len(idx); b++ {
 			ra, rb := routes[idx[a]], routes[idx[b]]
-			if common := overlap(ra.Methods, rb.Methods); common != "" {
+			if common := overlap(ra.Methods, rb.Methods); common != "" && MatchConflict(ra.Match, rb.Match) {
 				p.add("routes %q and %q conflict: both match %s %s%s with the same precedence",
 					ra.ID, rb.ID, common, host, shape)
 			}
