@@ -67,9 +67,9 @@ func (l *Lab) PrintHelp(w io.Writer) {
 		if strings.Contains(v, ":") {
 			src = l.Client.V6[1]
 		}
-		fmt.Fprintf(w, "  %s curl -s --interface %s %s      # which site and upstream answered\n", c, src, URL(v, "/hello"))
+		fmt.Fprintf(w, "  %s curl -s --interface %s %s      # which site and upstream answered\n", c, src, URL(v, "/whoami"))
 	}
-	fmt.Fprintf(w, "  for i in $(seq 16); do %s curl -s %s; echo; done | grep -o '\"site\":\"[a-z0-9]*\"' | sort | uniq -c   # ECMP spreads connections\n", c, URL(l.VIPs[0], "/hello"))
+	fmt.Fprintf(w, "  for i in $(seq 16); do %s curl -s %s; echo; done | grep -o '\"site\":\"[a-z0-9]*\"' | sort | uniq -c   # ECMP spreads connections\n", c, URL(l.VIPs[0], "/whoami"))
 	fmt.Fprintf(w, "  birdc -s %s show route all %s\n", l.Router.Sock, hostPrefix(l.VIPs[0]))
 	fmt.Fprintf(w, "  birdc -s %s show protocols\n", l.Router.Sock)
 	fmt.Fprintf(w, "  nsenter --net=%s -- ip route show %s                 # the ECMP next hops\n", l.Router.Netns, hostPrefix(l.VIPs[0]))

@@ -88,9 +88,14 @@ type Control struct {
 	URL            string `json:"url"`
 	AdminTokenFile string `json:"admin_token_file"` // role admin
 	ReadTokenFile  string `json:"read_token_file"`  // role read
-	Config         string `json:"config"`
-	PublicKey      string `json:"public_key"` // verifies snapshots and deny lists
-	SigningKey     string `json:"signing_key"`
+	// MonitorTokenFile (role monitor) pushes replica lags.
+	MonitorTokenFile string `json:"monitor_token_file"`
+	// DemoDir holds the demo's files (lab/demo: demo.Token(DemoDir, ...)
+	// mints JWTs; api-key-<tenant> files).
+	DemoDir    string `json:"demo_dir"`
+	Config     string `json:"config"`
+	PublicKey  string `json:"public_key"` // verifies snapshots and deny lists
+	SigningKey string `json:"signing_key"`
 	// PGDir is the PostgreSQL data directory (LAB_STORE=postgres).
 	PGDir string `json:"pg_dir,omitempty"`
 }

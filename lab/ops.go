@@ -112,12 +112,16 @@ func (l *Lab) StartSite(ctx context.Context, site string) error {
 // StopControl stops the control plane.
 func (l *Lab) StopControl() error { return l.stopProcs("control") }
 
-// StartControl starts the control plane again and waits for its /healthz.
+// StartControl starts the control plane again, waits for its /healthz and
+// pushes the replica lags again (the control plane keeps them in memory).
 func (l *Lab) StartControl(ctx context.Context) error {
 	if err := l.startProcs("control"); err != nil {
 		return err
 	}
-	return l.waitControl(ctx, 60*time.Second)
+	if err := l.waitControl(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	return l.platformSetup(ctx, false)
 }
 
 func (l *Lab) waitReady(ctx context.Context, s *Site, what, url string) error {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/rampart-edge/rampart/lab/demo"
 )
 
 // anycastConfig is a site's anycast config: one eBGP session to the
@@ -90,7 +92,7 @@ func (l *Lab) startSite(ctx context.Context, s *Site) error {
 	proxyState := filepath.Join(s.Dir, "proxy")
 	proxyArgs := []string{l.Binary, "proxy", "-snapshot-dir", snaps, "-state-dir", proxyState,
 		"-public-key", l.Control.PublicKey, "-admin", proxyAdmin, "-access-log", "off",
-		"-handoff-socket", handoff, "-region", s.Region, "-unready-delay", "1500ms", "-drain-timeout", "2s",
+		"-handoff-socket", handoff, "-region", s.Region, "-region-state-max-age", demo.RegionStateMaxAge.String(), "-unready-delay", "1500ms", "-drain-timeout", "2s",
 		"-control-url", l.Control.URL, "-control-token-file", nodeToken, "-node-id", s.Name, "-zone", s.Zone,
 		"-agent-status-url", s.AgentAdmin}
 	if s.Cohort != "" {
@@ -106,7 +108,7 @@ func (l *Lab) startSite(ctx context.Context, s *Site) error {
 			"-snapshot-dir", snaps, "-state-dir", filepath.Join(s.Dir, "agent"),
 			"-public-key", l.Control.PublicKey, "-deny-file", filepath.Join(proxyState, "deny.json"),
 			"-handoff-socket", handoff, "-admin", agentAdmin, "-proxy-admin", proxyAdmin,
-			"-anycast-config", anycastFile, "-region", s.Region,
+			"-anycast-config", anycastFile, "-region", s.Region, "-region-state-max-age", demo.RegionStateMaxAge.String(),
 			"-region-state", filepath.Join(proxyState, "region-state.json"), "-site-name", s.Name,
 			"-admin-token-file", s.AgentTokenFile,
 			"-max-sources", "65536", "-max-conn-sources", "16384", "-max-vips", "256", "-max-sockets", "16"}})

@@ -2,25 +2,24 @@ package lab
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rampart-edge/rampart/control/api"
 	"github.com/rampart-edge/rampart/control/cli"
 	"github.com/rampart-edge/rampart/l7/snapshot"
+	"github.com/rampart-edge/rampart/lab/demo"
 	"golang.org/x/sys/unix"
 )
-
-//go:embed skeleton.yaml
-var skeletonConfig []byte
 
 // Options for Up.
 type Options struct {
@@ -30,19 +29,8 @@ type Options struct {
 	Store  string    // control plane store: embedded (default) or postgres; default $LAB_STORE
 	Out    io.Writer // progress and the "try this" text; default io.Discard
 	// Config is the snapshot config submitted to the control plane;
-	// default the lab's demo config.
+	// default the demo config (lab/demo).
 	Config []byte
-}
-
-// SiteSpec is one site of the topology.
-type SiteSpec struct{ Name, Region, Zone, Cohort string }
-
-// Sites are the lab's four sites in three regions.
-var Sites = []SiteSpec{
-	{Name: "eu1", Region: "eu", Zone: "eu-a", Cohort: "canary"},
-	{Name: "eu2", Region: "eu", Zone: "eu-b"},
-	{Name: "us1", Region: "us", Zone: "us-a"},
-	{Name: "ap1", Region: "ap", Zone: "ap-a"},
 }
 
 // Up builds the lab: it first removes a lab left in the same directory
@@ -68,9 +56,6 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	if len(o.Config) == 0 {
-		o.Config = skeletonConfig
-	}
 	if o.Binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -94,23 +79,21 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
-	cfg, err := snapshot.ParseYAML(o.Config)
-	if err != nil {
-		return nil, fmt.Errorf("the lab's snapshot config: %w", err)
-	}
 	l := &Lab{Dir: dir, Binary: o.Binary, Prefix: o.Prefix, Store: o.Store, Created: time.Now().UTC()}
-	for _, v := range cfg.L4.VIPs {
-		l.VIPs = append(l.VIPs, v.Address)
+	if len(o.Config) > 0 {
+		if err := l.setVIPs(o.Config); err != nil {
+			return nil, err
+		}
 	}
-	if len(l.VIPs) == 0 {
-		return nil, errors.New("the lab's snapshot config has no l4.vips: nothing to announce")
-	}
-	for i, s := range Sites {
-		id := uint32(i + 1)
-		l.Sites = append(l.Sites, &Site{Name: s.Name, Region: s.Region, Zone: s.Zone, Cohort: s.Cohort, ID: id,
+	for _, s := range demo.Sites() {
+		id := uint32(s.ID)
+		site := &Site{Name: s.Name, Region: s.Region, Zone: s.Zone, Cohort: s.Cohort, ID: id,
 			Dir: filepath.Join(dir, "sites", s.Name), Addr4: siteAddr4(id), Addr6: siteAddr6(id),
-			AgentAdmin: "http://" + agentAdmin, ProxyAdmin: "http://" + proxyAdmin,
-			Upstreams: []string{"127.0.0.1:9081", "127.0.0.1:9082"}})
+			AgentAdmin: "http://" + agentAdmin, ProxyAdmin: "http://" + proxyAdmin}
+		for _, u := range s.Upstreams {
+			site.Upstreams = append(site.Upstreams, u.String())
+		}
+		l.Sites = append(l.Sites, site)
 	}
 	start := time.Now()
 	step := func(format string, args ...any) {
@@ -140,6 +123,10 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		}
 	}
 	step("sites started: %s", strings.Join(l.siteNames(), ", "))
+	if err := l.platformSetup(ctx, true); err != nil {
+		return fail(err)
+	}
+	step("platform %s: writer %s, replica lags pushed", demo.Platform, demo.WriterRegion)
 	if err := l.WaitConverged(ctx, 3*time.Minute); err != nil {
 		return fail(err)
 	}
@@ -213,68 +200,43 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, f func() e
 	}
 }
 
-// startControlPlane writes the control plane's keys, tokens and config,
-// starts it in its namespace and submits the snapshot config.
+// startControlPlane writes the demo's files (lab/demo: keys, tokens, the
+// control config, the snapshot config), starts the control plane in its
+// namespace and submits the snapshot config (before any node is live, so
+// the rollout skips its stages).
 func (l *Lab) startControlPlane(ctx context.Context, config []byte) error {
 	dir := filepath.Join(l.Dir, "control")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("control dir: %w", err)
-	}
 	c := &l.Control
 	c.URL = fmt.Sprintf("http://%s:%d", controlAddr4, controlPort)
-	c.SigningKey, c.PublicKey = filepath.Join(dir, "snapshot.key"), filepath.Join(dir, "snapshot.pub")
-	privPEM, pubPEM, err := snapshot.GenerateKey()
-	if err != nil {
-		return fmt.Errorf("snapshot key: %w", err)
-	}
-	if err := os.WriteFile(c.SigningKey, privPEM, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", c.SigningKey, err)
-	}
-	if err := os.WriteFile(c.PublicKey, pubPEM, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", c.PublicKey, err)
-	}
-	adminSHA, err := writeToken(filepath.Join(dir, "admin.token"))
-	if err != nil {
-		return err
-	}
-	readSHA, err := writeToken(filepath.Join(dir, "read.token"))
-	if err != nil {
-		return err
-	}
-	c.AdminTokenFile, c.ReadTokenFile = filepath.Join(dir, "admin.token"), filepath.Join(dir, "read.token")
-	storage := fmt.Sprintf("{type: embedded, dir: %q}", filepath.Join(dir, "store"))
-	var env []string
+	var dsn string
 	if l.Store == "postgres" {
-		dsn, err := l.startPostgres(dir)
-		if err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("control dir: %w", err)
+		}
+		var err error
+		if dsn, err = l.startPostgres(dir); err != nil {
 			return err
 		}
-		storage = "{type: postgres, postgres: {dsn_env: RAMPART_CONTROL_DSN}}"
-		env = []string{"RAMPART_CONTROL_DSN=" + dsn}
 	}
-	c.Config = filepath.Join(dir, "control.yaml")
-	yaml := fmt.Sprintf(`# the lab's control plane (rampart lab up writes it)
-listen: 0.0.0.0:%d
-signing_key: %q
-tokens:
-  - {name: admin, role: admin, sha256: %s}
-  - {name: read, role: read, sha256: %s}
-storage: %s
-watch_timeout: 10s
-rollout:
-  tick: 200ms
-  bake: 0s
-  node_timeout: 10s
-  stages: [{name: all}]
-region_state:
-  refresh: 1s
-`, controlPort, c.SigningKey, adminSHA, readSHA, storage)
-	if err := os.WriteFile(c.Config, []byte(yaml), 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", c.Config, err)
+	p, err := demo.Write(dir, demo.Options{ControlListen: fmt.Sprintf("0.0.0.0:%d", controlPort), PostgresDSN: dsn})
+	if err != nil {
+		return err
 	}
-	p := &Proc{Name: "control", Netns: c.Netns, Log: filepath.Join(dir, "control.log"), Env: env,
-		Args: []string{l.Binary, "control", "-config", c.Config}}
-	if err := l.startProc(p); err != nil {
+	c.DemoDir, c.Config, c.SigningKey, c.PublicKey = dir, p.Control, p.SnapshotKey, p.SnapshotPub
+	c.AdminTokenFile, c.ReadTokenFile, c.MonitorTokenFile = p.AdminToken, p.ReadToken, p.MonitorToken
+	if len(config) == 0 {
+		if config, err = os.ReadFile(p.Snapshot); err != nil {
+			return fmt.Errorf("the demo snapshot config: %w", err)
+		}
+	}
+	if err := l.setVIPs(config); err != nil {
+		return err
+	}
+	if err := l.save(); err != nil {
+		return err
+	}
+	if err := l.startProc(&Proc{Name: "control", Netns: c.Netns, Log: filepath.Join(dir, "control.log"),
+		Args: []string{l.Binary, "control", "-config", c.Config}}); err != nil {
 		return err
 	}
 	if err := l.waitControl(ctx, 60*time.Second); err != nil {
@@ -288,6 +250,63 @@ region_state:
 		return fmt.Errorf("submit the lab's config: %w", err)
 	}
 	return nil
+}
+
+// setVIPs takes the VIPs from the snapshot config.
+func (l *Lab) setVIPs(config []byte) error {
+	cfg, err := snapshot.ParseYAML(config)
+	if err != nil {
+		return fmt.Errorf("the lab's snapshot config: %w", err)
+	}
+	l.VIPs = nil
+	for _, v := range cfg.L4.VIPs {
+		l.VIPs = append(l.VIPs, v.Address)
+	}
+	if len(l.VIPs) == 0 {
+		return errors.New("the lab's snapshot config has no l4.vips: nothing to announce")
+	}
+	return nil
+}
+
+// platformSetup makes the demo platform's writer region eu (once r1 is
+// stable; a writer already set is kept) and pushes every region's replica
+// lag, which the control plane keeps in memory only: after every start.
+func (l *Lab) platformSetup(ctx context.Context, writer bool) error {
+	hc := HTTPClient(l.Control.Netns, "", 10*time.Second)
+	base := fmt.Sprintf("http://127.0.0.1:%d/v1/platforms/%s/", controlPort, demo.Platform)
+	post := func(tokenFile, path string, body []byte, ok ...int) error {
+		tok, err := readToken(tokenFile)
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		if resp.StatusCode/100 == 2 || slices.Contains(ok, resp.StatusCode) {
+			return nil
+		}
+		return fmt.Errorf("POST %s: %s: %s", base+path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if writer {
+		if err := waitFor(ctx, 60*time.Second, "the platform writer set", func() error {
+			return post(l.Control.AdminTokenFile, "writer", demo.Writer(demo.WriterRegion, 0), http.StatusConflict)
+		}); err != nil {
+			return err
+		}
+	}
+	regions := demo.Regions(demo.Sites())
+	return waitFor(ctx, 60*time.Second, "the replica lags pushed", func() error {
+		return post(l.Control.MonitorTokenFile, "lag", demo.Lags(regions, time.Now()))
+	})
 }
 
 // waitControl waits until the control plane answers /healthz.

@@ -18,6 +18,7 @@ type Answer struct {
 	Method    string `json:"method"`
 	Path      string `json:"path"`
 	RequestID string `json:"request_id"`
+	Tenant    string `json:"tenant,omitempty"` // X-Rampart-Tenant, as the proxy sent it
 }
 
 // UpstreamHandler answers every request with an Answer naming the site,
@@ -33,7 +34,7 @@ func UpstreamHandler(site, region, name string) http.Handler {
 			w.WriteHeader(http.StatusCreated)
 		}
 		_ = json.NewEncoder(w).Encode(Answer{Site: site, Region: region, Upstream: name,
-			Method: r.Method, Path: r.URL.Path, RequestID: r.Header.Get("X-Request-Id")})
+			Method: r.Method, Path: r.URL.Path, RequestID: r.Header.Get("X-Request-Id"), Tenant: r.Header.Get("X-Rampart-Tenant")})
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rampart-edge/rampart/lab"
+	"github.com/rampart-edge/rampart/lab/pktgen"
 )
 
 const labUsage = `rampart lab up|down|status|drill NAME|upstream   (lab/README.md)
@@ -18,6 +19,7 @@ const labUsage = `rampart lab up|down|status|drill NAME|upstream   (lab/README.m
   status  [-dir .rampart-lab]                                processes and the router's view of each VIP
   drill   [-dir .rampart-lab] NAME                           run a failure drill; exit 1 when it fails
   upstream -listen ADDR -site S -region R -name N            a lab upstream (the lab starts these)
+  pktgen  [flags]                                            AF_PACKET packet generator (lab/pktgen/README.md)
 `
 
 // cmdLab is `rampart lab ...`.
@@ -79,6 +81,8 @@ func cmdLab(args []string) error {
 		}
 		_, err = lab.RunDrill(ctx, l, fs.Arg(0), os.Stdout)
 		return err
+	case "pktgen":
+		return pktgen.Command(ctx, args, os.Stdout)
 	case "upstream":
 		listen := fs.String("listen", "127.0.0.1:9081", "listen address")
 		site := fs.String("site", "", "the site it names")
