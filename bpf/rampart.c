@@ -147,6 +147,13 @@ volatile const __u64 rt_jiffy_ns = 4000000;
 volatile const __u32 rt_src_shift = 64 - 18;
 volatile const __u32 rt_connsum_shift = 64 - 18; /* 64 - log2(rt_connsum entries) */
 
+/* A 64-bit load from a pointer that may be only 4-byte aligned (a packet
+ * header, a 20-byte VIP slot): without the typedef clang splits it into two
+ * 32-bit loads, a shift and an or. x86 loads unaligned words; the verifier
+ * checks alignment only where the architecture needs it. */
+typedef __u64 __attribute__((aligned(8))) u64_any;
+#define LOAD64(p) (*(const u64_any *)(const void *)(p))
+
 /* Multiplicative hash; take the top bits: (mix(x) >> (64 - bits)). */
 static __always_inline __u64 mix(__u64 x)
 {
@@ -428,12 +435,13 @@ static __always_inline int vip4_match(__u32 addr, __be16 port, __u8 proto)
 	return b->overflow && bpf_map_lookup_elem(&rt_vip4, &vk);
 }
 
+/* The address as two 64-bit words (hi: the first 8 bytes, little-endian as
+ * the tables hold them): two loads and two live registers instead of four. */
 static __always_inline int vip6_match(struct in6_addr *a, __be16 port, __u8 proto)
 {
-	__u32 a0 = a->in6_u.u6_addr32[0], a1 = a->in6_u.u6_addr32[1];
-	__u32 a2 = a->in6_u.u6_addr32[2], a3 = a->in6_u.u6_addr32[3];
+	__u64 hi = LOAD64(a), lo = LOAD64((void *)a + 8), x = hi ^ lo;
 	__u32 pp = port | (__u32)proto << 16 | 1U << 24;
-	__u64 k = (a0 ^ a1 ^ a2 ^ a3) | (__u64)pp << 32;
+	__u64 k = (__u32)(x ^ (x >> 32)) | (__u64)pp << 32; /* a0 ^ a1 ^ a2 ^ a3 | pp << 32 */
 	__u32 i = (CTL(vip_idx) & 1) * VIP_BUCKETS + (__u32)(mix(k) >> (64 - VIP_BITS));
 	struct vipt6 *b = bpf_map_lookup_elem(&rt_vipt6, &i);
 	if (!b)
@@ -441,7 +449,7 @@ static __always_inline int vip6_match(struct in6_addr *a, __be16 port, __u8 prot
 #pragma unroll
 	for (int s = 0; s < VIP_SLOTS; s++) {
 		struct vip6_slot *e = &b->slot[s];
-		if (e->pp == pp && e->addr[0] == a0 && e->addr[1] == a1 && e->addr[2] == a2 && e->addr[3] == a3)
+		if (e->pp == pp && LOAD64(e->addr) == hi && LOAD64(&e->addr[2]) == lo)
 			return 1;
 	}
 	struct vip6_key vk = { .port = port, .proto = proto };
@@ -454,9 +462,12 @@ static __always_inline int vip6_match(struct in6_addr *a, __be16 port, __u8 prot
 #define TCP_RST 0x04
 #define TCP_ACK 0x10
 
-/* Parses L4 at l4 (bounded by end). Returns 0 and fills port/syn, 1 if it
- * is not TCP/UDP, -1 if malformed. */
-static __always_inline int l4(void *l4, void *end, __u8 proto, __be16 *port, int *syn)
+/* Parses L4 at l4 (bounded by end). Returns L4_OK | syn << 16 | the
+ * destination port (network order) for TCP/UDP, 0 for another protocol, -1
+ * if malformed. One value, no outputs through pointers: those live on the
+ * stack and cost a store and a load each. */
+#define L4_OK (1 << 17)
+static __always_inline int l4(void *l4, void *end, __u8 proto)
 {
 	if (proto == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
@@ -465,18 +476,15 @@ static __always_inline int l4(void *l4, void *end, __u8 proto, __be16 *port, int
 		__u8 f = ((__u8 *)th)[13];
 		if ((f & TCP_SYN) && (f & (TCP_FIN | TCP_RST)))
 			return -1;
-		*syn = (f & (TCP_SYN | TCP_ACK)) == TCP_SYN;
-		*port = th->dest;
-		return 0;
+		return L4_OK | ((f & (TCP_SYN | TCP_ACK)) == TCP_SYN) << 16 | th->dest;
 	}
 	if (proto == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
 		if ((void *)(uh + 1) > end || bpf_ntohs(uh->len) < sizeof(*uh))
 			return -1;
-		*port = uh->dest;
-		return 0;
+		return L4_OK | uh->dest;
 	}
-	return 1;
+	return 0;
 }
 
 static __always_inline int do_v4(struct iphdr *ip, void *end)
@@ -484,20 +492,18 @@ static __always_inline int do_v4(struct iphdr *ip, void *end)
 	if ((void *)(ip + 1) > end)
 		return malformed(0);
 	__u32 hl = ip->ihl * 4, tot = bpf_ntohs(ip->tot_len);
-	if (ip->version != 4 || hl < sizeof(*ip) || (void *)ip + hl > end || tot < hl ||
-	    (void *)ip + tot > end)
+	if (ip->version != 4 || hl < sizeof(*ip) || tot < hl || (void *)ip + tot > end)
 		return malformed(vip4_addr(ip->daddr));
 	if (ip->frag_off & bpf_htons(0x3fff)) /* MF or offset: no usable L4 */
 		return vip4_addr(ip->daddr) ? malformed(1) : done(R_PASS_NOT_VIP, XDP_PASS);
-	__be16 port = 0;
-	int syn = 0, rc = l4((void *)ip + hl, end, ip->protocol, &port, &syn);
-	if (rc > 0)
+	int rc = l4((void *)ip + hl, end, ip->protocol);
+	if (rc == 0)
 		return done(R_PASS_NOT_VIP, XDP_PASS);
 	if (rc < 0)
 		return malformed(vip4_addr(ip->daddr));
-	if (!vip4_match(ip->daddr, port, ip->protocol))
+	if (!vip4_match(ip->daddr, rc & 0xffff, ip->protocol))
 		return done(R_PASS_NOT_VIP, XDP_PASS);
-	return limit(0xffULL | ((__u64)ip->saddr << 32), &ip->saddr, 0, 0, syn);
+	return limit(0xffULL | ((__u64)ip->saddr << 32), &ip->saddr, 0, 0, (rc >> 16) & 1);
 }
 
 static __always_inline int ext_hdr(__u8 nh)
@@ -529,21 +535,20 @@ static __always_inline int do_v6(struct ipv6hdr *ip6, void *end)
 		if (ext_hdr(nh)) /* more extension headers than EXTHDR_MAX */
 			return malformed(vip6_addr(&ip6->daddr));
 	}
-	__be16 port = 0;
-	int syn = 0, rc = l4(p, end, nh, &port, &syn);
-	if (rc > 0)
+	int rc = l4(p, end, nh);
+	if (rc == 0)
 		return done(R_PASS_NOT_VIP, XDP_PASS);
 	if (rc < 0)
 		return malformed(vip6_addr(&ip6->daddr));
-	if (!vip6_match(&ip6->daddr, port, nh))
+	if (!vip6_match(&ip6->daddr, rc & 0xffff, nh))
 		return done(R_PASS_NOT_VIP, XDP_PASS);
-	__u32 s0 = ip6->saddr.in6_u.u6_addr32[0], s1 = ip6->saddr.in6_u.u6_addr32[1];
+	/* The /64 key and the last 64 bits, one load each (x86 loads unaligned). */
+	__u64 key = LOAD64(&ip6->saddr), lo = LOAD64((void *)&ip6->saddr + 8);
 	/* Multicast (ff00::/8) or ::/64 sources are never valid on the wire; they
 	 * would also collide with IPv4 keys or the free-slot key 0. */
-	if ((s0 & 0xff) == 0xff || (s0 | s1) == 0)
+	if ((key & 0xff) == 0xff || key == 0)
 		return malformed(1);
-	__u64 lo = ip6->saddr.in6_u.u6_addr32[2] | (__u64)ip6->saddr.in6_u.u6_addr32[3] << 32;
-	return limit((__u64)s0 | ((__u64)s1 << 32), &ip6->saddr, lo, 1, syn);
+	return limit(key, &ip6->saddr, lo, 1, (rc >> 16) & 1);
 }
 
 struct vlan_hdr { __be16 tci; __be16 proto; };
