@@ -28,6 +28,7 @@ Usage:
   rampart firstboot [-config F] [-out DIR] [-check]   read /etc/rampart/node.yaml, write the agent's and proxy's env files (images/rootfs/README.md)
   rampart lab up|down|status|drill NAME   the lab: regions of nodes in network namespaces, failure drills (lab/README.md)
   rampart get [-http3] URL    fetch a URL (HTTP/1.1, HTTP/2 or HTTP/3) to try a listener by hand
+  rampart version             version, commit and Go version of this binary
 
 Run 'rampart <command> -h' for the flags of a command.
 `
@@ -51,6 +52,7 @@ func main() {
 		"route":       cmdRoute,
 		"firstboot":   cmdFirstboot,
 		"lab":         cmdLab,
+		"version":     cmdVersion,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	if name == "-h" || name == "--help" || name == "help" {
