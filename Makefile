@@ -3,11 +3,17 @@ GO      ?= go
 BIN     ?= bin/rampart
 PKGS    ?= ./...
 FUZZTIME ?= 10s
+# Version and commit stamped into the binary (`rampart version`) and the .deb: a v* tag
+# when HEAD has one (v1.2.3-4-gabc → 1.2.3+4+gabc), else 0.0.0~git<commit time>.<short hash>.
+GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null | sed 's/^v//; s/-/+/g' | grep . || \
+	echo "0.0.0~git$$(git log -1 --format=%cd --date=format:%Y%m%d%H%M%S 2>/dev/null).$$(git rev-parse --short=12 HEAD 2>/dev/null)")
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(GIT_COMMIT)
 
-.PHONY: run build test deps vet fuzz bench perf gen-bpf clean lab lab-down drill
+.PHONY: run build test deps vet fuzz bench perf gen-bpf clean lab lab-down drill deb deb-test
 
 build:
-	$(GO) build -o $(BIN) ./cmd/rampart
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rampart
 
 ## run: build and start the all-in-one quickstart on loopback
 run: build
@@ -58,5 +64,14 @@ gen-bpf:
 	hack/deps.sh gen
 	hack/gen-bpf.sh
 
+## deb: dist/rampart_<version>_amd64.deb (static binary, units, configs; images/deb uses nfpm)
+deb:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o bin/deb/rampart ./cmd/rampart
+	cd images/deb && $(GO) run . -root ../.. -binary ../../bin/deb/rampart -version '$(VERSION)' -out ../../dist
+
+## deb-test: the package's tests (units, .deb contents, install and purge in a debootstrap chroot)
+deb-test:
+	cd images/deb && $(GO) test -count=1 ./...
+
 clean:
-	rm -rf bin
+	rm -rf bin dist
