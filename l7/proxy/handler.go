@@ -30,6 +30,16 @@ type exchange struct {
 	rq  route.Request // what header and query matchers see
 }
 
+// handoff serves x through route i's chain: body routing (l7/stage) picked
+// it. The route rolls its revision as route match does.
+func (rt *Runtime) handoff(x *stage.Exchange, i int32) {
+	rr := &rt.routes[i]
+	cl := rr.pickCluster(rand.IntN(100))
+	x.Route, x.Cluster, x.Match.Route = rr.cfg, cl, i
+	x.Log.Route, x.Log.Revision = rr.cfg.ID, cl.Name
+	rr.chain.Run(x)
+}
+
 // ServeHTTP is the request path: the screen chain (before routing), the
 // checks every protocol shares, route match and the traffic split's roll
 // of a revision, then the route's chain (its policy stages, then
@@ -76,17 +86,21 @@ func (e *entry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rr := &rt.routes[m.Route]
-	cl := rr.pickCluster(rand.IntN(100))
-	log.Route, log.Revision = rr.cfg.ID, cl.Name
+	cl := rr.pickCluster(rand.IntN(100)) // nil for body routing: the chosen route rolls its own
+	log.Route = rr.cfg.ID
+	if cl != nil {
+		log.Revision = cl.Name
+	}
 	x.Route, x.Match, x.Cluster = rr.cfg, m, cl
 	x.Path, x.Query, x.Host = ct.path, ct.query, ct.host
 	if lr := rt.listeners[e.listener]; lr != nil {
 		x.Listener = &lr.cfg
 	}
 	rr.chain.Run(x)
+	rr = &rt.routes[m.Route] // body routing handed the request to the route it chose
 	p.recordFault(rr.cfg.ID, log.Status, x.Fault)
 	dur := time.Since(start)
-	rr.stats.observe(cl.Name, log.Status, dur.Seconds())
+	rr.stats.observe(log.Revision, log.Status, dur.Seconds())
 	log.Dur = dur
 	p.accessLog.Write(log)
 	if x.Abort {

@@ -46,6 +46,7 @@ func buildPolicies(rt *Runtime, env *runtimeEnv, prev *Runtime) error {
 	if pol != nil && env.proxy != nil {
 		senv.Regional = env.proxy.regional.Bind(pol)
 	}
+	senv.Handoff = rt.handoff
 	rt.screen = stage.Screen(senv)
 	for i := range rt.routes {
 		rr := &rt.routes[i]

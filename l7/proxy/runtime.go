@@ -58,8 +58,12 @@ type listenerRT struct {
 	certs *listener.Certs
 }
 
-// pickCluster chooses the revision for one request by weighted random choice.
+// pickCluster chooses the revision for one request by weighted random
+// choice; nil for a body-routing route, which has no upstream.
 func (r *routeRT) pickCluster(roll int) *cluster.Cluster {
+	if len(r.splits) == 0 {
+		return nil
+	}
 	for _, s := range r.splits {
 		if roll < s.cum {
 			return s.cluster

@@ -148,8 +148,9 @@ type Route struct {
 	// must be younger than this (default 10000).
 	MaxReplicaLagMs int `yaml:"max_replica_lag_ms" json:"max_replica_lag_ms,omitempty"`
 	MaxSignalAgeMs  int `yaml:"max_signal_age_ms" json:"max_signal_age_ms,omitempty"`
-	// Match: match.go.
-	Match *RouteMatch `yaml:"match" json:"match,omitempty"`
+	// Match and BodyRoute: match.go and bodyroute.go.
+	Match     *RouteMatch `yaml:"match" json:"match,omitempty"`
+	BodyRoute *BodyRoute  `yaml:"body_route" json:"body_route,omitempty"`
 }
 
 // RetryPolicy bounds how a route's requests are retried.

@@ -196,8 +196,11 @@ func validateRoutes(c *Config, clusters map[string]bool, auth, quota map[string]
 			}
 			groups[k] = append(groups[k], i)
 		}
-		checkUpstream(p, where, r, clusters)
+		if r.BodyRoute == nil {
+			checkUpstream(p, where, r, clusters)
+		}
 		validateMatch(c, p, where, r)
+		validateBodyRoute(c, p, where, r)
 		switch {
 		case r.TimeoutMs == 0:
 			p.add("%s: timeout_ms is missing", where)

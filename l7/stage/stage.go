@@ -130,7 +130,8 @@ func WriteError(w http.ResponseWriter, code int, msg, reqID string) {
 type Slot int
 
 const (
-	SlotAuth            Slot = iota // authenticate (auth policy)
+	SlotBodyRoute       Slot = iota // body_route: hand the request to the route its JSON body names
+	SlotAuth                        // authenticate (auth policy)
 	SlotDenyIdentity                // the deny list's identities (key id, jti, subject, tenant)
 	SlotScopes                      // required_scopes
 	SlotQuota                       // the route's quota policy
@@ -140,7 +141,7 @@ const (
 	numSlots
 )
 
-var slotNames = [numSlots]string{"auth", "deny_identity", "scopes", "quota", "headers", "identity_headers", "regional"}
+var slotNames = [numSlots]string{"body_route", "auth", "deny_identity", "scopes", "quota", "headers", "identity_headers", "regional"}
 
 func (s Slot) String() string {
 	if s >= 0 && s < numSlots {
@@ -189,6 +190,9 @@ type Env struct {
 	// Regional is the snapshot's regional policy bound to the process's
 	// region state (l7/region); nil when the snapshot has none.
 	Regional *region.Binding
+	// Handoff serves x through another route's chain (index in the
+	// snapshot's routes): body routing's way on. Set by the runtime.
+	Handoff func(x *Exchange, route int32)
 
 	quotaKeys map[string][]string // quota policy id -> key parts, made on first use
 }
