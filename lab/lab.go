@@ -143,3 +143,14 @@ func (l *Lab) Site(name string) *Site {
 	}
 	return nil
 }
+
+// SiteOf returns the site whose link address addr is ("" when none): the
+// site a proxy's request to an upstream came from.
+func (l *Lab) SiteOf(addr string) string {
+	for _, s := range l.Sites {
+		if s.Addr4 == addr || s.Addr6 == addr {
+			return s.Name
+		}
+	}
+	return ""
+}

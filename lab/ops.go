@@ -76,6 +76,23 @@ func (l *Lab) StopProxy(site string) error {
 	return l.stopProcs("proxy/" + site)
 }
 
+// KillProxy kills a site's proxy with SIGKILL (a crash: no unready delay,
+// no drain) and returns once it is gone.
+func (l *Lab) KillProxy(site string) error {
+	if _, err := l.site(site); err != nil {
+		return err
+	}
+	p, err := l.procOf("proxy/" + site)
+	if err != nil {
+		return err
+	}
+	p.Stopped = true
+	if err := l.save(); err != nil {
+		return err
+	}
+	return p.kill()
+}
+
 // StartProxy starts a site's proxy again and waits for its /readyz.
 func (l *Lab) StartProxy(ctx context.Context, site string) error {
 	s, err := l.site(site)

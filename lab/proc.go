@@ -118,6 +118,20 @@ func (p *Proc) stop(grace time.Duration) error {
 	return fmt.Errorf("%s: pid %d still there 30s after SIGKILL", p.Name, p.PID)
 }
 
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) kill() error {
+	if !p.Alive() {
+		return nil
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%s: SIGKILL pid %d: %w", p.Name, p.PID, err)
+	}
+	if waitGone(p, 30*time.Second) {
+		return nil
+	}
+	return fmt.Errorf("%s: pid %d still there 30s after SIGKILL", p.Name, p.PID)
+}
+
 func waitGone(p *Proc, d time.Duration) bool {
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if !p.Alive() {

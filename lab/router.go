@@ -145,3 +145,58 @@ func hostPrefix(s string) string {
 	}
 	return s + "/32"
 }
+
+// PathState is what the router holds from one site for one prefix.
+type PathState int
+
+// Path states, as Router.PathOf tells them.
+const (
+	PathGone     PathState = iota // no path from the site (withdrawn, or never announced)
+	PathDrained                   // a path with the graceful-shutdown community: out of the ECMP set
+	PathUnequal                   // a path without it but with a longer AS path: not in the ECMP set
+	PathServing                   // a path in the ECMP set
+)
+
+func (p PathState) String() string {
+	return [...]string{"gone", "drained", "unequal", "serving"}[p]
+}
+
+// PathOf says what the router holds from site for prefix.
+func (r *Router) PathOf(prefix, site string) (PathState, error) {
+	rs, err := r.Routes(prefix)
+	if err != nil {
+		return PathGone, err
+	}
+	for _, rt := range rs {
+		if rt.Proto != site {
+			continue
+		}
+		switch {
+		case rt.Has("65535:0"):
+			return PathDrained, nil
+		case len(rt.ASPath) != 1:
+			return PathUnequal, nil
+		default:
+			return PathServing, nil
+		}
+	}
+	return PathGone, nil
+}
+
+// WaitPath polls the router every 10 ms until site's path for prefix is in
+// state want, and returns when it was first seen so.
+func (r *Router) WaitPath(ctx context.Context, prefix, site string, want PathState, timeout time.Duration) (time.Time, error) {
+	var seen time.Time
+	err := waitForEvery(ctx, timeout, 10*time.Millisecond, fmt.Sprintf("%s's path for %s %s at the router", site, prefix, want), func() error {
+		got, err := r.PathOf(prefix, site)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("it is %s", got)
+		}
+		seen = time.Now()
+		return nil
+	})
+	return seen, err
+}

@@ -183,6 +183,10 @@ func (l *Lab) Proc(name string) *Proc {
 // waitFor polls f every 50 ms until it returns nil, ctx ends or timeout
 // passes; the error names what was awaited and f's last error.
 func waitFor(ctx context.Context, timeout time.Duration, what string, f func() error) error {
+	return waitForEvery(ctx, timeout, 50*time.Millisecond, what, f)
+}
+
+func waitForEvery(ctx context.Context, timeout, every time.Duration, what string, f func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := f()
@@ -195,7 +199,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, f func() e
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }

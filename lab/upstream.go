@@ -19,6 +19,10 @@ type Answer struct {
 	Path      string `json:"path"`
 	RequestID string `json:"request_id"`
 	Tenant    string `json:"tenant,omitempty"` // X-Rampart-Tenant, as the proxy sent it
+	// From is the address the request came from: the proxy's site's link
+	// address (Lab.SiteOf maps it to the site that took the client's
+	// connection; Site is the upstream's own site, which may be another).
+	From string `json:"from"`
 }
 
 // UpstreamHandler answers every request with an Answer naming the site,
@@ -34,7 +38,7 @@ func UpstreamHandler(site, region, name string) http.Handler {
 			w.WriteHeader(http.StatusCreated)
 		}
 		_ = json.NewEncoder(w).Encode(Answer{Site: site, Region: region, Upstream: name,
-			Method: r.Method, Path: r.URL.Path, RequestID: r.Header.Get("X-Request-Id"), Tenant: r.Header.Get("X-Rampart-Tenant")})
+			Method: r.Method, Path: r.URL.Path, RequestID: r.Header.Get("X-Request-Id"), Tenant: r.Header.Get("X-Rampart-Tenant"), From: remoteIP(r.RemoteAddr)})
 	})
 }
 
@@ -58,4 +62,11 @@ func ServeUpstream(ctx context.Context, addr, site, region, name string) error {
 		return fmt.Errorf("lab upstream %s: %w", name, err)
 	}
 	return nil
+}
+
+func remoteIP(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
