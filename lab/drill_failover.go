@@ -16,47 +16,72 @@ func init() { Register("failover", drillFailover) }
 const FailoverSite = "eu2"
 
 // drillFailover stops one site's proxy under client traffic (a retrying
-// client for idempotent GETs) and follows it: the agent sees /readyz fall
-// and drains (65535:0 at the router, out of ECMP), then withdraws; the
-// client's requests move to the other sites. It reports the error window
-// and the requests lost, then starts the proxy again and waits until the
-// site serves again.
+// client for idempotent GETs) and follows it, twice: a planned stop
+// (SIGTERM: /readyz turns 503 while the proxy still serves for its unready
+// delay) and a crash (SIGKILL: the sockets close at once). Each time the
+// agent sees /readyz fail and drains (65535:0 at the router, out of ECMP),
+// then withdraws, and the client's requests move to the other sites. It
+// reports each phase's error window and requests lost, starts the proxy
+// again and waits until the site is back in the ECMP set.
 func drillFailover(ctx context.Context, l *Lab, r *Report) error {
 	site := FailoverSite
 	if l.Site(site) == nil {
 		site = l.Sites[0].Name
 	}
-	vip4 := l.VIPs[0]
 	if err := l.WaitConverged(ctx, time.Minute); err != nil {
 		return fmt.Errorf("the lab is not converged before the drill: %w", err)
 	}
-	tr := l.StartTraffic(ctx, TrafficOptions{Rate: 100, Retries: 3})
+	var errs []error
+	for _, ph := range []struct {
+		name string
+		stop func() error
+	}{
+		{"stop", func() error { return l.StopProxy(site) }},
+		{"crash", func() error { return l.KillProxy(site) }},
+	} {
+		if err := failoverPhase(ctx, l, r, site, ph.name, ph.stop); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ph.name, err))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// failoverPhase is one stop of site's proxy under traffic, and its return.
+func failoverPhase(ctx context.Context, l *Lab, r *Report, site, phase string, stop func() error) error {
+	vip4 := l.VIPs[0]
+	tr := l.StartTraffic(ctx, TrafficOptions{Rate: 100, Retries: 5})
 	stopped := false
 	defer func() {
-		if stopped {
-			return
+		if !stopped {
+			tr.Stop()
 		}
-		tr.Stop()
 	}()
 	if err := waitAllServed(ctx, l, tr); err != nil {
 		return err
 	}
-	r.Step("traffic: 100 requests/s from %d sources (v4 and v6), up to 3 retries on a new connection; every site serving", len(l.Client.V4)+len(l.Client.V6))
-
+	r.Step("%s: traffic 100 requests/s from %d sources (v4 and v6), up to 5 retries on new connections (25 ms, doubling); every site serving",
+		phase, len(l.Client.V4)+len(l.Client.V6))
+	how := "SIGTERM"
+	if phase == "crash" {
+		how = "SIGKILL"
+	}
 	stopAt := time.Now()
-	r.Step("SIGTERM to the proxy of %s (pid %d)", site, l.Proc("proxy/"+site).PID)
+	r.Step("%s: %s to the proxy of %s (pid %d)", phase, how, site, l.Proc("proxy/"+site).PID)
 	exited := make(chan error, 1)
-	go func() { exited <- l.StopProxy(site) }()
+	go func() { exited <- stop() }()
 	drainedAt, err := l.Router.WaitPath(ctx, vip4, site, PathDrained, 30*time.Second)
 	if err != nil {
 		return fmt.Errorf("no drain seen: %w", err)
 	}
-	r.Step("router: %s's path for %s drained (graceful shutdown, out of ECMP)", site, vip4)
+	r.Step("%s: router: %s's path for %s drained (graceful shutdown, out of ECMP)", phase, site, vip4)
 	goneAt, err := l.Router.WaitPath(ctx, vip4, site, PathGone, 30*time.Second)
 	if err != nil {
 		return fmt.Errorf("no withdrawal seen: %w", err)
 	}
-	r.Step("router: %s's path for %s withdrawn", site, vip4)
+	r.Step("%s: router: %s's path for %s withdrawn", phase, site, vip4)
 	for _, v := range l.VIPs[1:] {
 		if _, err := l.Router.WaitPath(ctx, v, site, PathGone, 30*time.Second); err != nil {
 			return err
@@ -65,26 +90,29 @@ func drillFailover(ctx context.Context, l *Lab, r *Report) error {
 	if err := <-exited; err != nil {
 		return fmt.Errorf("stop the proxy of %s: %w", site, err)
 	}
-	r.Step("the proxy of %s exited; %s withdrawn for every VIP", site, site)
-	time.Sleep(2 * time.Second) // traffic after the withdrawal, to see it served elsewhere
+	r.Step("%s: the proxy of %s is gone; %s withdrawn for every VIP", phase, site, site)
+	select { // traffic after the withdrawal, to see it served elsewhere
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+	}
 	res := tr.Stop()
 	stopped = true
-	r.Step("traffic stopped: %d requests", res.Requests())
+	r.Step("%s: traffic stopped: %d requests", phase, res.Requests())
 
-	r.Figure("stop → drained at the router", drainedAt.Sub(stopAt))
-	r.Figure("stop → withdrawn at the router", goneAt.Sub(stopAt))
-	r.Figure("requests", res.Requests())
-	r.Figure("failed attempts", res.FailedAttempts())
-	r.Figure("requests retried", res.Retried())
-	r.Figure("requests lost", res.Lost())
-	r.Figure("error window", res.ErrorWindow())
+	r.Figure(phase+": signal → drained at the router", drainedAt.Sub(stopAt))
+	r.Figure(phase+": signal → withdrawn at the router", goneAt.Sub(stopAt))
+	r.Figure(phase+": requests", res.Requests())
+	r.Figure(phase+": failed attempts", res.FailedAttempts())
+	r.Figure(phase+": requests retried", res.Retried())
+	r.Figure(phase+": requests lost", res.Lost())
+	r.Figure(phase+": error window", res.ErrorWindow())
 	after := res.BySite(goneAt, time.Time{})
-	r.Figure("served after the withdrawal, by site", fmtCounts(after))
+	r.Figure(phase+": served after the withdrawal, by site", fmtCounts(after))
 	goal := "met"
 	if res.ErrorWindow() > 2*time.Second || res.Lost() > 0 {
 		goal = "MISSED"
 	}
-	r.Step("goal (zero lost with a retrying client, error window ≤ 2s): %s", goal)
+	r.Step("%s: goal (zero lost with a retrying client, error window ≤ 2s): %s", phase, goal)
 
 	var errs []error
 	if res.Lost() > 0 {
@@ -101,13 +129,13 @@ func drillFailover(ctx context.Context, l *Lab, r *Report) error {
 	if err := l.StartProxy(ctx, site); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	r.Step("proxy of %s started again and ready", site)
+	r.Step("%s: proxy of %s started again and ready", phase, site)
 	for _, v := range l.VIPs {
 		if _, err := l.Router.WaitPath(ctx, v, site, PathServing, 60*time.Second); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
 	}
-	r.Step("router: %s back in the ECMP set for every VIP", site)
+	r.Step("%s: router: %s back in the ECMP set for every VIP", phase, site)
 	return errors.Join(errs...)
 }
 
