@@ -58,26 +58,35 @@ func spawn(p *Proc) error {
 	return nil
 }
 
-// startTime reads field 22 of /proc/PID/stat and says whether the process
+// procStat reads /proc/PID/stat: the start time and whether the process
 // is a zombie.
 func procStat(pid int) (start uint64, zombie bool, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false, err
 	}
-	// comm may hold spaces and parentheses: the fields start after the last ')'.
-	s := string(b)
+	start, zombie, err = parseStat(string(b))
+	if err != nil {
+		return 0, false, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return start, zombie, nil
+}
+
+// parseStat parses a /proc/PID/stat line: field 3 (state) and field 22
+// (start time in clock ticks). comm (field 2) may hold spaces and
+// parentheses: the fields after it start after the last ')'.
+func parseStat(s string) (start uint64, zombie bool, err error) {
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, false, fmt.Errorf("/proc/%d/stat: no ')' in %q", pid, s)
+		return 0, false, fmt.Errorf("no ')' in %.100q", s)
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 20 {
-		return 0, false, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+		return 0, false, fmt.Errorf("%d fields after the command name, want at least 20", len(f))
 	}
 	start, err = strconv.ParseUint(f[19], 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("/proc/%d/stat: start time %q: %w", pid, f[19], err)
+		return 0, false, fmt.Errorf("start time %q: %w", f[19], err)
 	}
 	return start, f[0] == "Z", nil
 }
