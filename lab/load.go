@@ -30,10 +30,10 @@ type Result struct {
 	Start, End time.Time
 	Src, URL   string
 	Attempts   int
-	Site       string // the site whose proxy answered the last attempt (Answer.From)
-	Upstream   string // the site of the upstream behind it (Answer.Site)
-	Status     int    // the last attempt's status (0: no answer)
-	Err        string // the last attempt's error; "" when it succeeded
+	Site       string      // the site whose proxy answered the last attempt (Answer.From)
+	Upstream   string      // the site of the upstream behind it (Answer.Site)
+	Status     int         // the last attempt's status (0: no answer)
+	Err        string      // the last attempt's error; "" when it succeeded
 	Failures   []time.Time // when each failed attempt failed
 	FirstErr   string      // the first failed attempt's error
 }

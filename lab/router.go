@@ -151,10 +151,10 @@ type PathState int
 
 // Path states, as Router.PathOf tells them.
 const (
-	PathGone     PathState = iota // no path from the site (withdrawn, or never announced)
-	PathDrained                   // a path with the graceful-shutdown community: out of the ECMP set
-	PathUnequal                   // a path without it but with a longer AS path: not in the ECMP set
-	PathServing                   // a path in the ECMP set
+	PathGone    PathState = iota // no path from the site (withdrawn, or never announced)
+	PathDrained                  // a path with the graceful-shutdown community: out of the ECMP set
+	PathUnequal                  // a path without it but with a longer AS path: not in the ECMP set
+	PathServing                  // a path in the ECMP set
 )
 
 func (p PathState) String() string {
