@@ -16,17 +16,20 @@
 //     client sent; refuse a client address on the deny list (403).
 //  2. route match (package proxy): the shared request checks, the route
 //     table, and the traffic split's roll of a revision (Exchange.Cluster).
-//  3. auth (SlotAuth): the route's auth policy (401 or the policy's status).
-//  4. deny_identity (SlotDenyIdentity): the verified identity on the deny
+//  3. body_route (SlotBodyRoute): a route with body_route reads the JSON
+//     body, picks the route its field names and hands the request to that
+//     route's chain (Env.Handoff), which answers it; 400/408/413/415.
+//  4. auth (SlotAuth): the route's auth policy (401 or the policy's status).
+//  5. deny_identity (SlotDenyIdentity): the verified identity on the deny
 //     list (403).
-//  5. scopes (SlotScopes): required_scopes (403, insufficient_scope).
-//  6. quota (SlotQuota): the route's quota policy (429, RateLimit-*).
-//  7. headers (SlotHeaders): the request header rules.
-//  8. identity_headers (SlotIdentityHeaders): the verified identity's
+//  6. scopes (SlotScopes): required_scopes (403, insufficient_scope).
+//  7. quota (SlotQuota): the route's quota policy (429, RateLimit-*).
+//  8. headers (SlotHeaders): the request header rules.
+//  9. identity_headers (SlotIdentityHeaders): the verified identity's
 //     headers, after the rules.
-//  9. regional (SlotRegional): the regional routing policy; it narrows
+//  10. regional (SlotRegional): the regional routing policy; it narrows
 //     Exchange.Regions, the endpoints forward may pick.
-//  10. forward (package proxy, appended to every route's chain): admission,
+//  11. forward (package proxy, appended to every route's chain): admission,
 //     the request body, an endpoint pick per attempt (cluster.Pick with
 //     Exchange.Regions), retries, the response and its header rules.
 //
