@@ -3,7 +3,6 @@ package pktgen
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -12,10 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/rampart-edge/rampart/bpf/netnstest"
-	"golang.org/x/sys/unix"
 )
 
 // pair is two namespaces joined by a veth: the sender (a0 in A:
@@ -75,72 +72,43 @@ func iface(t testing.TB, name string) *net.Interface {
 
 func ifindex(t testing.TB, name string) int { return iface(t, name).Index }
 
-// capture is an AF_PACKET socket on the receiver's veth that keeps every
-// frame coming in.
-type capture struct {
-	fd int
-}
+// capture keeps the frames coming in on the receiver's veth.
+type capture struct{ l *Listener }
 
 func (p *pair) capture(t *testing.T) *capture {
-	var c capture
-	p.b.Do(t, func() {
-		ifc, err := net.InterfaceByName(p.bIf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20); err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifc.Index, Protocol: htons(unix.ETH_P_ALL)}); err != nil {
-			t.Fatal(err)
-		}
-		c.fd = fd
-	})
-	t.Cleanup(func() { unix.Close(c.fd) })
-	return &c
+	l, err := Listen(p.b.Path, p.bIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return &capture{l}
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// frames reads incoming frames until want of them go to dst (polling
-// with a 30 s deadline), then what else is already queued; it returns
-// those to dst (raw) and fails the test if the socket dropped any.
+// frames reads incoming frames until want of them go to dst (30 s
+// deadline), then what else comes in the next 200 ms; it returns those to dst
+// (raw) and fails the test if the socket dropped any.
 func (c *capture) frames(t *testing.T, dst netip.AddrPort, want int) [][]byte {
 	t.Helper()
 	var got [][]byte
-	buf := make([]byte, 9000)
 	deadline := time.Now().Add(30 * time.Second)
+	drain := false
 	for {
-		n, from, err := unix.Recvfrom(c.fd, buf, unix.MSG_DONTWAIT)
-		if errors.Is(err, unix.EAGAIN) {
-			if len(got) >= want || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
+		if !drain && len(got) >= want {
+			drain, deadline = true, time.Now().Add(200*time.Millisecond)
 		}
+		f, ok, err := c.l.Next(time.Until(deadline))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-			continue
+		if !ok {
+			break
 		}
-		if a, port, ok := rawDst(buf[:n]); ok && a == dst.Addr() && port == dst.Port() {
-			got = append(got, bytes.Clone(buf[:n]))
+		if a, port, ok := rawDst(f); ok && a == dst.Addr() && port == dst.Port() {
+			got = append(got, bytes.Clone(f))
 		}
 	}
-	var st unix.TpacketStats
-	sz := uint32(unsafe.Sizeof(st))
-	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(c.fd), unix.SOL_PACKET, unix.PACKET_STATISTICS,
-		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&sz)), 0); e != 0 {
-		t.Fatal(e)
-	}
-	if st.Drops != 0 {
-		t.Fatalf("capture socket dropped %d frames: counts cannot be compared", st.Drops)
+	if d, err := c.l.Drops(); err != nil || d != 0 {
+		t.Fatalf("capture socket dropped %d frames (%v): counts cannot be compared", d, err)
 	}
 	return got
 }
@@ -410,5 +378,21 @@ func TestCommand(t *testing.T) {
 		if err := Command(context.Background(), args, &out); err == nil {
 			t.Errorf("%q: no error", args)
 		}
+	}
+}
+
+func TestNextHop(t *testing.T) {
+	p := newPair(t)
+	for _, a := range []string{"203.0.113.10", "192.0.2.2", "fd00:98::10", "fd00:99::2"} {
+		h, err := NextHop(p.a.Path, netip.MustParseAddr(a))
+		if err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		if h.Iface != p.aIf || !bytes.Equal(h.MAC, p.bMAC) {
+			t.Fatalf("%s: next hop %s %v, want %s %v", a, h.Iface, h.MAC, p.aIf, p.bMAC)
+		}
+	}
+	if h, err := NextHop(p.a.Path, netip.MustParseAddr("198.18.0.1")); err == nil {
+		t.Fatalf("no route: got %+v", h)
 	}
 }
