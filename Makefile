@@ -40,6 +40,7 @@ drill: build
 ## test: install what the tests need, then run every test, vet, and a short fuzz pass
 test: deps vet
 	$(GO) test -race -count=1 $(PKGS)
+	cd images/deb && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	hack/fuzz.sh $(FUZZTIME)
 
 vet:
@@ -71,7 +72,9 @@ deb:
 
 ## deb-test: the package's tests (units, .deb contents, install and purge in a debootstrap chroot)
 deb-test:
-	cd images/deb && $(GO) test -count=1 ./...
+	hack/deps.sh images
+	cd images/deb && $(GO) test -count=1 -v ./...
+
 
 clean:
 	rm -rf bin dist

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what rampart's tests and perf lab need, if missing. Debian 12.
-# Usage: hack/deps.sh [test|perf|gen|all]   (default: test; gen: what hack/gen-bpf.sh needs)
+# Usage: hack/deps.sh [test|perf|gen|images|all]   (default: test; gen: what hack/gen-bpf.sh needs)
 set -euo pipefail
 what=${1:-test}
 
@@ -26,13 +26,22 @@ case "$what" in
     want wrk wrk
     want h2load nghttp2-client
     ;;
-  test) ;;
+  images|test|all)
+    # images/deb's tests: systemd-analyze verify/security, dpkg-deb, a debootstrap
+    # chroot, the agent under setpriv/prlimit/nsenter in a namespace.
+    want debootstrap debootstrap
+    want systemd-analyze systemd
+    want dpkg-deb dpkg
+    want setpriv util-linux
+    want ip iproute2
+    ;;&
+  test|images) ;;
   gen)
     want clang clang
     want llvm-strip llvm
     [ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
     ;;
-  *) echo "usage: $0 [test|perf|gen|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [test|perf|gen|images|all]" >&2; exit 2 ;;
 esac
 
 if ((${#need[@]})); then
