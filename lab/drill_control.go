@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/rampart-edge/rampart/lab/demo"
@@ -44,8 +43,18 @@ func drillControlDown(ctx context.Context, l *Lab, r *Report) (err error) {
 	}
 	r.Step("before: every node converged; proxies serve %v", before)
 
-	tr := startTraffic(ctx, l, tok)
-	defer tr.stop()
+	// Two retrying clients through the VIPs: a route without a platform
+	// and the primary_backup tenant's read (which needs the region state).
+	loads := []*Traffic{
+		l.StartTraffic(ctx, TrafficOptions{Rate: 20, Retries: 4, RetryDelay: 100 * time.Millisecond}),
+		l.StartTraffic(ctx, TrafficOptions{Path: "/v1/items/7", Rate: 20, Retries: 4, RetryDelay: 100 * time.Millisecond,
+			Header: http.Header{"Authorization": {"Bearer " + tok}}}),
+	}
+	defer func() {
+		for _, ld := range loads {
+			ld.Stop()
+		}
+	}()
 	ctlDown := false
 	defer func() {
 		if !ctlDown {
@@ -58,7 +67,6 @@ func drillControlDown(ctx context.Context, l *Lab, r *Report) (err error) {
 		}
 	}()
 	t0 := time.Now()
-	atStop := tr.counts()
 	ctlDown = true
 	if err := l.StopControl(); err != nil {
 		return fmt.Errorf("stop the control plane: %w", err)
@@ -116,8 +124,16 @@ func drillControlDown(ctx context.Context, l *Lab, r *Report) (err error) {
 		case <-time.After(left):
 		}
 	}
-	during := tr.counts().minus(atStop)
-	r.Step("while the control plane was down: %d requests, %d at the first try, %d after a retry, %d lost", during.sent, during.first, during.retried, during.lost)
+	tDown := time.Now()
+	var during TrafficResult
+	for _, ld := range loads {
+		for _, res := range ld.Snapshot().Results {
+			if !res.Start.Before(t0) && res.Start.Before(tDown) {
+				during.Results = append(during.Results, res)
+			}
+		}
+	}
+	r.Step("while the control plane was down: %d requests, %d retried, %d lost", during.Requests(), during.Retried(), during.Lost())
 
 	// Back: every node reaches it and converges on what it publishes.
 	t1 := time.Now()
@@ -152,15 +168,16 @@ func drillControlDown(ctx context.Context, l *Lab, r *Report) (err error) {
 	}
 	r.Step("after: proxies serve %v", after)
 
-	c := tr.stop()
-	r.Figure("requests while the drill ran", c.sent)
-	r.Figure("answered at the first try", c.first)
-	r.Figure("answered after a retry", c.retried)
-	r.Figure("lost (every try failed)", c.lost)
-	if c.lost > 0 {
-		return fmt.Errorf("%d of %d requests lost with a retrying client (last error: %s)", c.lost, c.sent, c.lastErr)
+	for i, name := range []string{"GET /whoami", "GET /v1/items/7 (" + demo.BackupTenant + ")"} {
+		res := loads[i].Stop()
+		r.Figure(name+": requests", res.Requests())
+		r.Figure(name+": retried", res.Retried())
+		r.Figure(name+": lost", res.Lost())
+		if res.Lost() > 0 {
+			return fmt.Errorf("%s: %d of %d requests lost with a retrying client (%s)", name, res.Lost(), res.Requests(), res.FirstError())
+		}
 	}
-	if during.sent == 0 {
+	if during.Requests() == 0 {
 		return errors.New("no request was sent while the control plane was down")
 	}
 	return nil
@@ -223,83 +240,4 @@ func fleetConverged(ctx context.Context, l *Lab) func() error {
 		}
 		return nil
 	}
-}
-
-// traffic is a retrying client sending idempotent requests through the
-// VIPs (GET /whoami and a tenant read, from every source in turn) until
-// stopped; a request counts as lost when all its tries fail.
-type traffic struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	c      trafficCounts
-}
-
-type trafficCounts struct {
-	sent, first, retried, lost int
-	lastErr                    string
-}
-
-const trafficTries = 5
-
-func startTraffic(ctx context.Context, l *Lab, tok string) *traffic {
-	ctx, cancel := context.WithCancel(ctx)
-	t := &traffic{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(t.done)
-		for i := 0; ctx.Err() == nil; i++ {
-			path, bearer := "/whoami", ""
-			if i%2 == 1 {
-				path, bearer = "/v1/items/7", tok
-			}
-			var last probe
-			tries := 0
-			for tries < trafficTries && ctx.Err() == nil {
-				last = clientGet(ctx, l, l.Client.Source(i+tries), path, bearer)
-				tries++
-				if last.ok() {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			t.mu.Lock()
-			t.c.sent++
-			switch {
-			case last.ok() && tries == 1:
-				t.c.first++
-			case last.ok():
-				t.c.retried++
-			default:
-				t.c.lost++
-				t.c.lastErr = fmt.Sprintf("GET %s: %s", path, last)
-			}
-			t.mu.Unlock()
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	return t
-}
-
-// stop ends the traffic and returns its counts (idempotent).
-func (t *traffic) stop() trafficCounts {
-	t.once.Do(func() {
-		t.cancel()
-		<-t.done
-	})
-	return t.counts()
-}
-
-// counts are the counts so far.
-func (t *traffic) counts() trafficCounts {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.c
-}
-
-func (c trafficCounts) minus(o trafficCounts) trafficCounts {
-	return trafficCounts{sent: c.sent - o.sent, first: c.first - o.first, retried: c.retried - o.retried, lost: c.lost - o.lost, lastErr: c.lastErr}
 }
