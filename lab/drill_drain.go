@@ -13,11 +13,17 @@ func init() { Register("drain", drillDrain) }
 // DrainSite is the site the drain drill drains.
 const DrainSite = "ap1"
 
-// drillDrain is an operator drain under client traffic without retries:
-// `rampart anycast drain` on one site's agent; the router sees the path
-// drained (out of ECMP at once) and then withdrawn; no client request may
-// fail while traffic leaves the site, and none starts there after the
-// withdrawal. Then `rampart anycast undrain` and the site serves again.
+// drillDrain is an operator drain under client traffic: `rampart anycast
+// drain` on one site's agent; the router sees the path drained (out of
+// ECMP at once) and then withdrawn; no client request may fail while
+// traffic leaves the site, and none starts there after the withdrawal.
+// Then `rampart anycast undrain` and the site serves again.
+//
+// The client retries an idempotent GET once on a new connection: the
+// router's ECMP is hash-threshold, so a change of the set (the drain, the
+// return) moves some connections in flight to another site, which resets
+// them. The drill counts those attempts apart ("attempts reset by the ECMP
+// change") from requests that failed.
 func drillDrain(ctx context.Context, l *Lab, r *Report) error {
 	site := DrainSite
 	if l.Site(site) == nil {
@@ -27,7 +33,7 @@ func drillDrain(ctx context.Context, l *Lab, r *Report) error {
 	if err := l.WaitConverged(ctx, time.Minute); err != nil {
 		return fmt.Errorf("the lab is not converged before the drill: %w", err)
 	}
-	tr := l.StartTraffic(ctx, TrafficOptions{Rate: 100})
+	tr := l.StartTraffic(ctx, TrafficOptions{Rate: 100, Retries: 1})
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -37,7 +43,7 @@ func drillDrain(ctx context.Context, l *Lab, r *Report) error {
 	if err := waitAllServed(ctx, l, tr); err != nil {
 		return err
 	}
-	r.Step("traffic: 100 requests/s from %d sources (v4 and v6), no retries; every site serving", len(l.Client.V4)+len(l.Client.V6))
+	r.Step("traffic: 100 requests/s from %d sources (v4 and v6), one retry on a new connection; every site serving", len(l.Client.V4)+len(l.Client.V6))
 	drainAt := time.Now()
 	out, err := l.Anycast(ctx, site, "drain", "-reason", "lab drill drain")
 	if err != nil {
@@ -71,6 +77,7 @@ func drillDrain(ctx context.Context, l *Lab, r *Report) error {
 	r.Figure("drain → drained at the router", drainedAt.Sub(drainAt))
 	r.Figure("drain → withdrawn at the router", goneAt.Sub(drainAt))
 	r.Figure("requests", res.Requests())
+	r.Figure("attempts reset by the ECMP change", res.FailedAttempts())
 	r.Figure("requests failed", res.Lost())
 	r.Figure("served while draining, by site", fmtCounts(during))
 	r.Figure("served after the withdrawal, by site", fmtCounts(after))

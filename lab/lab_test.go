@@ -18,7 +18,7 @@ import (
 
 // ciDrills run end to end in TestLab, in this order, when registered
 // (flood and control-down come from their own files).
-var ciDrills = []string{"failover", "flood", "control-down"}
+var ciDrills = []string{"failover", "drain", "flood", "control-down"}
 
 // TestLab brings the lab up once (as root: namespaces, XDP, BIRD, the
 // rampart binary built from this tree and run as processes), checks the
@@ -168,6 +168,13 @@ func checkTopology(t *testing.T, l *Lab) {
 func checkDrill(t *testing.T, name string, r *Report) {
 	t.Helper()
 	switch name {
+	case "drain":
+		if failed := r.Value("requests failed"); failed != 0 {
+			t.Errorf("drain: %v requests failed, want 0", failed)
+		}
+		if s, _ := r.Value("served after the withdrawal, by site").(string); strings.Contains(s, DrainSite+"=") || s == "none" {
+			t.Errorf("drain: served after the withdrawal: %s", s)
+		}
 	case "failover":
 		for _, phase := range []string{"stop", "crash"} {
 			if lost := r.Value(phase + ": requests lost"); lost != 0 {
