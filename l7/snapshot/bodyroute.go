@@ -86,6 +86,8 @@ func validateBodyRoute(c *Config, p *problems, where string, r Route) {
 			p.add("%s: %s names the route itself", at, what)
 		case t.BodyRoute != nil:
 			p.add("%s: %s names route %q, which routes by body itself", at, what, id)
+		case paramQuota(c, t):
+			p.add("%s: %s names route %q, whose quota keys on a path parameter (a handed-over request has the body-routing route's path)", at, what, id)
 		}
 	}
 	values := make([]string, 0, len(b.Cases))
@@ -116,4 +118,18 @@ func validateBodyRoute(c *Config, p *problems, where string, r Route) {
 			p.add("%s: a body-routing route cannot set %s (the chosen route's applies)", where, f.name)
 		}
 	}
+}
+
+// paramQuota reports whether t's quota policy keys on a path parameter.
+func paramQuota(c *Config, t *Route) bool {
+	for _, q := range c.QuotaPolicies {
+		if q.ID == t.QuotaPolicyID {
+			for _, part := range q.Key {
+				if strings.HasPrefix(part, "param:") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -12,7 +12,7 @@ func TestBodyRouteValidation(t *testing.T) {
 		return &c.Routes[len(c.Routes)-1]
 	}
 	good := func() *BodyRoute {
-		return &BodyRoute{Field: "data.type", Cases: map[string]string{"user.created": "create-user"}, Default: "get-user"}
+		return &BodyRoute{Field: "data.type", Cases: map[string]string{"user.created": "create-user"}, Default: "me"}
 	}
 	cases := []struct {
 		name   string
@@ -33,6 +33,11 @@ func TestBodyRouteValidation(t *testing.T) {
 			r := dispatcher(c, &BodyRoute{Field: "x", Cases: map[string]string{"a": "hooks"}})
 			r.ID, r.PathTemplate = "hooks-2", "/hooks2"
 		}, `names route "hooks", which routes by body itself`},
+		{"target with a param quota", func(c *Config) {
+			c.QuotaPolicies = append(c.QuotaPolicies, QuotaPolicy{ID: "per-id", Key: []string{"param:id"}, RatePerSecond: 1, Burst: 1})
+			byID(c, "me").QuotaPolicyID = "per-id"
+			dispatcher(c, good())
+		}, `default names route "me", whose quota keys on a path parameter`},
 		{"dispatcher with an upstream", func(c *Config) { dispatcher(c, good()).UpstreamCluster = "users-v1" }, `cannot set upstream_cluster`},
 		{"dispatcher with auth", func(c *Config) { dispatcher(c, good()).AuthPolicyID = "users-jwt" }, `cannot set auth_policy_id`},
 	}
