@@ -33,8 +33,12 @@ func readFile(path string, max int, into []byte) ([]byte, error) {
 	if st.Size() > int64(max) {
 		return nil, fmt.Errorf("%w: %s is %d bytes, over the %d limit", envelope.ErrTooLarge, path, st.Size(), max)
 	}
+	if need := int(st.Size()) + bytes.MinRead; cap(into) < need {
+		// bytes.Buffer would double the capacity it had; a new buffer of
+		// the size with some room is enough
+		into = make([]byte, 0, spareCap(int(st.Size())))
+	}
 	buf := bytes.NewBuffer(into[:0])
-	buf.Grow(int(st.Size()) + bytes.MinRead)
 	if _, err := buf.ReadFrom(io.LimitReader(f, int64(max)+1)); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -42,4 +46,19 @@ func readFile(path string, max int, into []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s grew past the %d limit while it was read", envelope.ErrTooLarge, path, max)
 	}
 	return buf.Bytes(), nil
+}
+
+// spareCap is the capacity for a buffer a file of size bytes is read into:
+// room for the file growing by 1/16 (and the read's bytes.MinRead) before a
+// read needs a bigger one.
+func spareCap(size int) int { return size + size/16 + bytes.MinRead }
+
+// prefault touches every page of b, so that reading into it later does not
+// take a page fault per 4 KiB (for an 80 MB buffer fresh from the OS about
+// 20,000 faults: ~10-25 ms of a read).
+func prefault(b []byte) {
+	b = b[:cap(b)]
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
+	}
 }

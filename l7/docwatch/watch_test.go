@@ -421,6 +421,17 @@ func TestReuseBuffers(t *testing.T) {
 	w.Scan()
 	inForce(t, w, v(1, 1), 1)
 	first := w.cur.Load().data
+	// the first document in force leaves a spare buffer ready for the next
+	// read, so the first change does not allocate one
+	var spare []byte
+	for _, b := range w.bufs {
+		if unsafe.SliceData(b) != unsafe.SliceData(first) {
+			spare = b
+		}
+	}
+	if cap(spare) < len(f1)+bytes.MinRead {
+		t.Fatalf("after the first document: spare buffer of cap %d, want >= %d", cap(spare), len(f1)+bytes.MinRead)
+	}
 
 	bad := build(t, e.priv, v(1, 2), 2)
 	bad[len(bad)/2] ^= 1 // in the body: a block that does not hash right
@@ -441,6 +452,9 @@ func TestReuseBuffers(t *testing.T) {
 	second := w.cur.Load().data
 	if unsafe.SliceData(second) == unsafe.SliceData(first) {
 		t.Fatal("the second document was read into the first one's buffer while it was in force")
+	}
+	if unsafe.SliceData(second) != unsafe.SliceData(spare) {
+		t.Error("the second document was not read into the spare buffer made when the first went in force")
 	}
 	if o := w.cur.Load().doc.opened; o.Stat.Reused == 0 {
 		t.Errorf("the open after a refused read reused no block of the list in force: %+v", o.Stat)
