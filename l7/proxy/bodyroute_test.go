@@ -59,7 +59,7 @@ func TestBodyRouting(t *testing.T) {
 		upstream                string // "": answered by the proxy
 	}{
 		{"order", "/hooks", "application/json", order, 200, "orders"},
-		{"user, +json with charset", "/hooks", "application/cloudevents+json; charset=utf-8", `{"data":{"type":"user.deleted"}}`, 200, "users"},
+		{"user, +json with charset, chunked", "/hooks", "application/cloudevents+json; charset=utf-8", `{"data":{"type":"user.deleted"}}`, 200, "users"},
 		{"no case, no default", "/hooks", "application/json", `{"data":{"type":"other"}}`, 400, ""},
 		{"not JSON", "/hooks", "application/json", `order.created`, 400, ""},
 		{"truncated", "/hooks", "application/json", `{"data":{"ty`, 400, ""},
@@ -67,6 +67,7 @@ func TestBodyRouting(t *testing.T) {
 		{"field not a string", "/hooks", "application/json", `{"data":{"type":{"a":1}}}`, 400, ""},
 		{"empty body", "/hooks", "application/json", ``, 400, ""},
 		{"huge", "/hooks", "application/json", `{"data":{"type":"order.created","pad":"` + strings.Repeat("x", 1024) + `"}}`, 413, ""},
+		{"huge, chunked (odd index)", "/hooks", "application/json", `{"pad":"` + strings.Repeat("y", 2048) + `"}`, 413, ""},
 		{"wrong content type", "/hooks", "text/plain", order, 415, ""},
 		{"no content type", "/hooks", "", order, 415, ""},
 		{"default: not JSON", "/hooks2", "application/json", `{"data":`, 200, "users"},
@@ -78,8 +79,12 @@ func TestBodyRouting(t *testing.T) {
 		if proto == "h2" {
 			client = l.h2()
 		}
-		for _, tc := range cases {
-			req, _ := http.NewRequest("POST", l.url("https", tc.path), strings.NewReader(tc.body))
+		for i, tc := range cases {
+			var body io.Reader = strings.NewReader(tc.body)
+			if i%2 == 1 {
+				body = io.MultiReader(body) // length unknown: chunked on HTTP/1.1
+			}
+			req, _ := http.NewRequest("POST", l.url("https", tc.path), body)
 			if tc.ctype != "" {
 				req.Header.Set("Content-Type", tc.ctype)
 			}
