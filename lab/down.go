@@ -13,7 +13,8 @@ import (
 )
 
 // Down removes the lab recorded in stateDir: its processes (by PID and
-// start time), bpffs mounts, cgroups, namespaces and then the directory.
+// start time), bpffs mounts, cgroups, namespaces, temp dirs and then the
+// directory.
 // It is idempotent: what is already gone is skipped, and a directory with
 // no state file is no lab (nil). After a crash of `rampart lab up` it
 // removes what the state file recorded so far: each thing is recorded
@@ -57,6 +58,11 @@ func Down(stateDir string) error {
 		}
 		if err := run("ip", "netns", "del", n); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for _, d := range l.TempDirs {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", d, err))
 		}
 	}
 	if len(errs) > 0 {

@@ -42,6 +42,7 @@ type Lab struct {
 	Mounts     []string `json:"mounts"`     // bpffs mounts
 	Cgroups    []string `json:"cgroups"`    // cgroup v2 directories, parents last
 	Procs      []*Proc  `json:"procs"`      // every process the lab started
+	TempDirs   []string `json:"temp_dirs"`  // outside Dir (PostgreSQL's data)
 }
 
 // Client is the client namespace: where test traffic comes from.

@@ -15,8 +15,8 @@ import (
 
 // startPostgres starts a PostgreSQL server for the control plane
 // (LAB_STORE=postgres) inside the control namespace, the way control/pgtest
-// does for tests: the Debian package's initdb and postgres, a cluster in
-// the lab's directory, run as the postgres user (PostgreSQL refuses root),
+// does for tests: the Debian package's initdb and postgres, a cluster in a
+// temp dir (recorded in the state), run as the postgres user (PostgreSQL refuses root),
 // fsync off. It returns the DSN.
 func (l *Lab) startPostgres(dir string) (string, error) {
 	initdb, postgres, err := pgBinaries()
@@ -29,9 +29,22 @@ func (l *Lab) startPostgres(dir string) (string, error) {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	data := filepath.Join(dir, "pg")
+	// The data dir is a temp dir of its own: the postgres user must reach
+	// it, and the state dir's parents may not let it (e.g. under /root).
+	tmp, err := os.MkdirTemp("", "rampart-lab-pg-")
+	if err != nil {
+		return "", fmt.Errorf("postgres data dir: %w", err)
+	}
+	l.TempDirs = append(l.TempDirs, tmp)
+	if err := l.save(); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	data := filepath.Join(tmp, "data")
 	l.Control.PGDir = data
-	if err := os.MkdirAll(data, 0o700); err != nil {
+	if err := os.Mkdir(data, 0o700); err != nil {
 		return "", fmt.Errorf("postgres data dir: %w", err)
 	}
 	if err := os.Chown(data, uid, gid); err != nil {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 )
@@ -43,9 +44,14 @@ func (l *Lab) nsName(role string) string { return l.Prefix + "-" + role }
 
 func nsPath(name string) string { return "/run/netns/" + name }
 
-// addNetns records and creates a namespace with lo up.
+// addNetns records and creates a namespace with lo up. A namespace of
+// that name already there is another lab's (or a user's): refused, and not
+// recorded, so this lab's Down leaves it alone.
 func (l *Lab) addNetns(role string) (string, error) {
 	name := l.nsName(role)
+	if _, err := os.Stat(nsPath(name)); err == nil {
+		return "", fmt.Errorf("namespace %s exists already: another lab runs with prefix %q (rampart lab down -dir ITS_DIR, or up -prefix OTHER)", name, l.Prefix)
+	}
 	l.Namespaces = append(l.Namespaces, name)
 	if err := l.save(); err != nil {
 		return "", err

@@ -402,13 +402,17 @@ func (l *Lab) mountBPF(dir string) error {
 	return nil
 }
 
-// mkCgroup records and makes a cgroup directory.
+// mkCgroup records and makes a cgroup directory; one already there is
+// another lab's: refused and not recorded.
 func (l *Lab) mkCgroup(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("cgroup %s exists already: another lab runs with prefix %q", dir, l.Prefix)
+	}
 	l.Cgroups = append([]string{dir}, l.Cgroups...) // children first
 	if err := l.save(); err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("make cgroup %s: %w", dir, err)
 	}
 	return nil
