@@ -105,8 +105,10 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 	allow := limitAllowance(demo.DefaultLimits, 4, len(l.Sites), rep.Elapsed)
 	r.Figure("flood: XDP drops, all sites", drops)
 	r.Figure("flood: at most admitted by the per-source SYN limits (4 sources × sites × (burst + rate × time))", allow)
-	if want := (rep.Sent - min(rep.Sent, allow)) * 9 / 10; drops < want {
-		errs = append(errs, fmt.Errorf("XDP dropped %d of %d flood frames (%s); the SYN limits admit at most %d, so at least %d (90%%) should be dropped",
+	// Everything above the allowance should be dropped; a quarter of it
+	// may be lost on the way instead (veth backlogs on a busy box).
+	if want := (rep.Sent - min(rep.Sent, allow)) * 3 / 4; drops < want {
+		errs = append(errs, fmt.Errorf("XDP dropped %d of %d flood frames (%s); the SYN limits admit at most %d, so at least %d (75%% of the rest) should be dropped",
 			drops, rep.Sent, strings.Join(per, ", "), allow, want))
 	}
 	ok, lost := res.Requests()-res.Lost(), res.Lost()
@@ -324,7 +326,7 @@ func (l *Lab) startProbes(ctx context.Context, dst netip.AddrPort) (*probes, err
 					continue
 				}
 				at := time.Now()
-				pk, err := pktgen.Parse(f)
+				pk, err := pktgen.ParseHeaders(f) // the site's TCP checksum is left to offload on veth
 				if err != nil || pk.Src != dst.Addr() || pk.SrcPort != dst.Port() || pk.Flags != 0x12 || !src.Contains(pk.Dst) {
 					continue
 				}

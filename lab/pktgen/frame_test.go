@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"reflect"
 	"testing"
 )
 
@@ -132,6 +133,10 @@ func TestParseChecksumError(t *testing.T) {
 	if _, err := Parse(f); !errors.Is(err, ErrChecksum) {
 		t.Fatalf("corrupted TCP: %v, want ErrChecksum", err)
 	}
+	// ParseHeaders takes it (a frame whose checksum was offloaded).
+	if p, err := ParseHeaders(f); err != nil || !same(s, p) {
+		t.Fatalf("ParseHeaders: %+v, %v", p, err)
+	}
 }
 
 // The per-packet stamp gives exactly the frame AppendFrame builds for the
@@ -179,6 +184,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		p, err := Parse(frame)
+		if h, herr := ParseHeaders(frame); err == nil && (herr != nil || !reflect.DeepEqual(p, h)) {
+			t.Fatalf("Parse took the frame, ParseHeaders gave %+v, %v", h, herr)
+		}
 		if err != nil {
 			return
 		}
