@@ -25,8 +25,9 @@ deps:
 ## lab: build and bring up the lab (lab/README.md): namespaces, BIRD, control plane, four sites; as root.
 ## A lab left in LAB_DIR (even after a crash) is removed first.
 LAB_DIR ?= .rampart-lab
+LAB_PREFIX ?= rl
 lab: build
-	$(BIN) lab up -dir $(LAB_DIR)
+	$(BIN) lab up -dir $(LAB_DIR) -prefix $(LAB_PREFIX)
 
 ## lab-down: remove everything the lab made (namespaces, processes, bpffs mounts, cgroups, LAB_DIR)
 lab-down: build

@@ -70,6 +70,13 @@ func (l *Lab) PrintHelp(w io.Writer) {
 		fmt.Fprintf(w, "  %s curl -s --interface %s %s      # which site and upstream answered\n", c, src, URL(v, "/whoami"))
 	}
 	fmt.Fprintf(w, "  for i in $(seq 16); do %s curl -s %s; echo; done | grep -o '\"site\":\"[a-z0-9]*\"' | sort | uniq -c   # ECMP spreads connections\n", c, URL(l.VIPs[0], "/whoami"))
+	if l.Control.DemoDir != "" {
+		d := l.Control.DemoDir
+		fmt.Fprintf(w, "  # the demo's tenants (lab/demo/README.md): a JWT read and write, an API-key read\n")
+		fmt.Fprintf(w, "  %s curl -s -H \"Authorization: Bearer $(cat %s/jwt-globex)\" %s\n", c, d, URL(l.VIPs[0], "/v1/items/7"))
+		fmt.Fprintf(w, "  %s curl -s -X PUT -H \"Authorization: Bearer $(cat %s/jwt-globex)\" -H 'Idempotency-Key: k1' %s\n", c, d, URL(l.VIPs[len(l.VIPs)-1], "/v1/items/7"))
+		fmt.Fprintf(w, "  %s curl -s -H \"X-Api-Key: $(cat %s/api-key-acme)\" %s\n", c, d, URL(l.VIPs[0], "/v1/reports/1"))
+	}
 	fmt.Fprintf(w, "  birdc -s %s show route all %s\n", l.Router.Sock, hostPrefix(l.VIPs[0]))
 	fmt.Fprintf(w, "  birdc -s %s show protocols\n", l.Router.Sock)
 	fmt.Fprintf(w, "  nsenter --net=%s -- ip route show %s                 # the ECMP next hops\n", l.Router.Netns, hostPrefix(l.VIPs[0]))

@@ -127,6 +127,9 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		return fail(err)
 	}
 	step("platform %s: writer %s, replica lags pushed", demo.Platform, demo.WriterRegion)
+	if err := l.mintTokens(); err != nil {
+		return fail(err)
+	}
 	if err := l.WaitConverged(ctx, 3*time.Minute); err != nil {
 		return fail(err)
 	}
@@ -414,6 +417,22 @@ func (l *Lab) mkCgroup(dir string) error {
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("make cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
+// mintTokens writes a JWT (read and write scopes, 24 h) for each demo
+// tenant next to the demo's files, for the printed curl commands.
+func (l *Lab) mintTokens() error {
+	for _, t := range []string{demo.FixedTenant, demo.BackupTenant} {
+		tok, err := demo.Token(l.Control.DemoDir, t, 24*time.Hour)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(l.Control.DemoDir, "jwt-"+t)
+		if err := os.WriteFile(p, []byte(tok+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
 	}
 	return nil
 }
