@@ -139,8 +139,14 @@ func (a *Agent) regionDrainLoop(ctx context.Context) {
 // the sites (other than this one, by -site-name) whose reports say they
 // announce the prefix. It is fresh only while the document is fresh and
 // lists this site, so the control plane is known to hear its reports;
-// otherwise the guard counts BGP paths.
-func (a *Agent) controlView(prefix netip.Prefix) ([]anycast.SiteRoute, bool, string) {
+// otherwise the guard counts BGP paths. When the guard decides a
+// withdrawal (withdrawing), the document must also show this site no
+// longer announcing the prefix: one that still does was composed from
+// reports older than this site's drain, and lists sites that have since
+// stopped reporting (their node down, or its proxy) as announcing — with
+// every site unhealthy at once, each would count the others as up and
+// all would withdraw.
+func (a *Agent) controlView(prefix netip.Prefix, withdrawing bool) ([]anycast.SiteRoute, bool, string) {
 	s, fresh := a.rs.Current()
 	switch {
 	case s == nil:
@@ -148,10 +154,14 @@ func (a *Agent) controlView(prefix netip.Prefix) ([]anycast.SiteRoute, bool, str
 	case !fresh:
 		return nil, false, fmt.Sprintf("region state %s stale", s.Version)
 	}
-	if _, ok := s.Site(a.c.SiteName); !ok {
+	self, ok := s.Site(a.c.SiteName)
+	if !ok {
 		return nil, false, fmt.Sprintf("region state %s does not list site %s", s.Version, a.c.SiteName)
 	}
 	p := prefix.Masked().String()
+	if withdrawing && slices.Contains(self.Announcing, p) {
+		return nil, false, fmt.Sprintf("region state %s predates this drain: it still lists site %s announcing %s", s.Version, a.c.SiteName, p)
+	}
 	var out []anycast.SiteRoute
 	for _, st := range s.Sites {
 		if st.Name != a.c.SiteName && slices.Contains(st.Announcing, p) {

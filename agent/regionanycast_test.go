@@ -285,12 +285,54 @@ func TestGuardFromRegionStateSites(t *testing.T) {
 	if st := announcedState(a, vip); st != anycast.StateHeld {
 		t.Fatalf("stale fleet view let it go: %s", st)
 	}
-	// Fresh, and site-b announces: the guard lets it go.
+	// Fresh, site-b announces and the control plane has heard this site
+	// leave (its report lists the VIP no more): the guard lets it go.
+	sf.sites[0].Announcing = []string{}
 	sf.write(time.Now(), map[string]bool{"us": false})
 	birdtest.Wait(t, 30*time.Second, "withdrawn", func() bool { return announcedState(a, vip) == anycast.StateWithdrawn })
 	if g := guard(); len(g.Others) != 1 || g.Others[0].Name != "site-b" || !strings.Contains(g.Last, "1 other site(s) would stay") {
 		t.Fatalf("guard: %+v", g)
 	}
+}
+
+// TestGuardIgnoresARegionStateFromBeforeTheDrain: every site falls at
+// once and stops reporting (their proxies, which carry the node clients,
+// stopped). The last document lists them all as announcing, as they last
+// reported; at the end of this site's drain it still lists this site
+// announcing too, so it predates the drain and must not let the site
+// withdraw counting on the others: held (BGP shows nobody). Once a
+// document has heard this site leave, its view counts again.
+func TestGuardIgnoresARegionStateFromBeforeTheDrain(t *testing.T) {
+	a, sf, apply := regionAgent(t, regionInputConfig(1, 1))
+	const vip = "203.0.113.10/32"
+	at := time.Now()
+	sf.sites = []regionstate.Site{{Name: "site-a", Region: "us", Announcing: []string{vip}, ReportedAt: at},
+		{Name: "site-b", Region: "eu", Announcing: []string{vip}, ReportedAt: at},
+		{Name: "site-c", Region: "ap", Announcing: []string{vip}, ReportedAt: at}}
+	sf.write(time.Now(), map[string]bool{"us": true})
+	apply(regionalConfig(), 1, "203.0.113.10")
+	a.ac.setProxyReady(true, "200 ready")
+	birdtest.Wait(t, 30*time.Second, "announced", func() bool { return announcedState(a, vip) == anycast.StateAnnounced })
+
+	// The proxy stops: no new document comes (the node client stopped
+	// with it); the last one is fresh and shows everybody announcing.
+	a.ac.setProxyReady(false, "connection refused")
+	birdtest.Wait(t, 30*time.Second, "held", func() bool { return announcedState(a, vip) == anycast.StateHeld })
+	// Held, it may drain once more (the view, without a withdrawal to
+	// decide, shows others up), but each drain ends held again: the path
+	// never leaves. Three drains of 1 s.
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if st := announcedState(a, vip); st != anycast.StateHeld && st != anycast.StateDraining {
+			t.Fatalf("a region state from before the drain let the VIP go: %s", st)
+		}
+	}
+
+	// A document made after this site reported its drain: site-b still
+	// announces, so the guard lets this site go.
+	sf.sites[0].Announcing = []string{}
+	sf.sites[2].Announcing = []string{}
+	sf.write(time.Now(), map[string]bool{"us": true})
+	birdtest.Wait(t, 30*time.Second, "withdrawn", func() bool { return announcedState(a, vip) == anycast.StateWithdrawn })
 }
 
 func regionTestKey() ed25519.PrivateKey {

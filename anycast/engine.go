@@ -141,6 +141,17 @@ func (e *engine) reconfigure(c *Config, now time.Time) {
 }
 
 // all returns the configured VIPs and those retiring.
+// draining says whether the VIP of prefix is draining (the guard decides
+// its withdrawal at the drain's end).
+func (e *engine) draining(prefix netip.Prefix) bool {
+	for _, v := range e.all() {
+		if v.prefix == prefix {
+			return v.state == StateDraining
+		}
+	}
+	return false
+}
+
 func (e *engine) all() []*vip { return append(e.vips[:len(e.vips):len(e.vips)], e.retiring...) }
 
 // prune forgets retired VIPs that are withdrawn, and returns them.

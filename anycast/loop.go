@@ -48,17 +48,27 @@ func (a *Announcer) loop() {
 }
 
 // sites is the control plane's view of prefix while it is fresh, else
-// what BGP peers sent back merged with the fleet view. Callers hold mu.
-func (a *Announcer) sites(prefix netip.Prefix) []SiteRoute {
-	out, src := a.sitesFrom(prefix)
+// what BGP peers sent back merged with the fleet view. withdrawing says
+// the guard is deciding whether this site may withdraw prefix now (its
+// VIP is at the end of a drain): the control plane's view then counts as
+// fresh only once it has heard this site leave (ControlView). Callers
+// hold mu.
+func (a *Announcer) sites(prefix netip.Prefix, withdrawing bool) []SiteRoute {
+	out, src := a.sitesFrom(prefix, withdrawing)
 	a.guardSource = src
 	return out
 }
 
-func (a *Announcer) sitesFrom(prefix netip.Prefix) ([]SiteRoute, string) {
+// guardSites is sites for the engine's decisions: withdrawing while
+// prefix's VIP drains. Callers hold mu.
+func (a *Announcer) guardSites(prefix netip.Prefix) []SiteRoute {
+	return a.sites(prefix, a.eng.draining(prefix))
+}
+
+func (a *Announcer) sitesFrom(prefix netip.Prefix, withdrawing bool) ([]SiteRoute, string) {
 	var stale string
 	if a.control != nil {
-		cs, fresh, src := a.control(prefix)
+		cs, fresh, src := a.control(prefix, withdrawing)
 		if fresh {
 			return controlSites(cs), "control plane (" + src + ")"
 		}
@@ -99,7 +109,7 @@ func (a *Announcer) tick(now time.Time, sample bool) {
 		}
 	}
 	a.markDrains()
-	trans := a.eng.decide(now, a.sites)
+	trans := a.eng.decide(now, a.guardSites)
 	type change struct {
 		v          *vip
 		want, have wire

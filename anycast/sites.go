@@ -75,9 +75,15 @@ type FleetView func(prefix netip.Prefix) []SiteRoute
 // that sends only its best path shows a site little of the others, the
 // control plane sees every site's report. When it is stale or absent the
 // guard counts the BGP paths and Fleet instead. Every entry counts as the
-// state it carries; entries are told apart by Name (else Site). It is
-// called on every decision and must not block.
-type ControlView func(prefix netip.Prefix) (sites []SiteRoute, fresh bool, source string)
+// state it carries; entries are told apart by Name (else Site).
+//
+// withdrawing is true when the guard decides whether this site may
+// withdraw prefix (the end of its drain): a view that still shows this
+// site announcing prefix was made before this site began to leave, from
+// reports as old (the other sites' included: sites that stopped reporting
+// stay listed as they last reported), so it must say it is not fresh. It
+// is called on every decision and must not block.
+type ControlView func(prefix netip.Prefix, withdrawing bool) (sites []SiteRoute, fresh bool, source string)
 
 // controlSites: one entry per named site, sorted by name then site.
 func controlSites(in []SiteRoute) []SiteRoute {
