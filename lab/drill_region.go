@@ -315,7 +315,7 @@ func regionIs(ctx context.Context, l *Lab, region string, healthy bool) func() e
 // any VIP.
 func sitesGone(l *Lab, sites []string) (bool, error) {
 	for _, v := range l.VIPs {
-		rs, err := l.Router.Routes(v)
+		rs, err := vipRoutes(l, v)
 		if err != nil {
 			return false, err
 		}

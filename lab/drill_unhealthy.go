@@ -125,7 +125,7 @@ func watchPaths(ctx context.Context, l *Lab) *pathWatch {
 		defer close(w.done)
 		for ctx.Err() == nil {
 			for _, v := range l.VIPs {
-				rs, err := l.Router.Routes(v)
+				rs, err := vipRoutes(l, v)
 				if err != nil {
 					continue
 				}
@@ -170,4 +170,14 @@ func (w *pathWatch) stop() map[string]vipHistory {
 		out[k] = *v
 	}
 	return out
+}
+
+// vipRoutes is l.Router.Routes, with BIRD's "Network not found" (birdc
+// exits 1) read as no path at all.
+func vipRoutes(l *Lab, vip string) ([]Route, error) {
+	rs, err := l.Router.Routes(vip)
+	if err != nil && strings.Contains(err.Error(), "Network not found") {
+		return nil, nil
+	}
+	return rs, err
 }
