@@ -138,12 +138,12 @@ func drillRegionDown(ctx context.Context, l *Lab, r *Report) (err error) {
 	if err != nil {
 		return err
 	}
-	r.Figure("sites withdrawn at the router after the stop", withdrawn.Sub(t0))
-	r.Figure("region unhealthy in the region state after the stop", flipped.Sub(t0))
-	r.Figure(demo.BackupTenant+" (primary_backup) reads served by its backup after the stop", moved.Sub(t0))
-	r.Figure(demo.BackupTenant+" error window (stop → its last failed read)", lastFail.Sub(t0))
+	r.Figure("first stop → no path of "+region+" at the router", withdrawn.Sub(ts))
+	r.Figure("region down → unhealthy in the region state", flipped.Sub(t0))
+	r.Figure("region down → "+demo.BackupTenant+" (primary_backup) reads served by its backup", moved.Sub(t0))
+	r.Figure("region down → "+demo.BackupTenant+"'s last failed read", lastFail.Sub(t0))
 	r.Figure(demo.BackupTenant+" reads failed before it moved", fmt.Sprintf("%d of %d", backupFails, backupTries))
-	r.Figure(demo.FixedTenant+" (fixed) reads refused with 503 and a request id after the stop", failed.Sub(t0))
+	r.Figure("region down → "+demo.FixedTenant+" (fixed) reads refused by the regional decision", failed.Sub(t0))
 
 	// Steady state while the region is down: the fixed tenant always
 	// fails closed with a request id, the other is served by its backup,

@@ -56,6 +56,15 @@ func drillBadRollout(ctx context.Context, l *Lab, r *Report) error {
 		return err
 	}
 	baseline := f.Stable
+	worst := 0.0
+	for _, n := range f.Nodes {
+		if n.Cohort != demo.CanaryCohort && n.ErrorRate > worst {
+			worst = n.ErrorRate
+		}
+	}
+	// The gate's reference counts from when each node's version went
+	// active: failures earlier drills caused on purpose count too.
+	r.Step("reference before the drill: the worst error rate of the nodes outside the canary %.4f (since their version went active)", worst)
 	body, err := brokenConfig(ctx, api, baseline)
 	if err != nil {
 		return err
