@@ -90,12 +90,24 @@ func drillControlDown(ctx context.Context, l *Lab, r *Report) (err error) {
 
 	// A proxy restarted now can only serve what it kept on disk.
 	s := l.Sites[len(l.Sites)-1]
+	proxyDown := true
+	defer func() {
+		if !proxyDown {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if serr := l.StartProxy(rctx, s.Name); serr != nil {
+			err = errors.Join(err, fmt.Errorf("start the proxy of %s again: %w", s.Name, serr))
+		}
+	}()
 	if err := l.StopProxy(s.Name); err != nil {
 		return err
 	}
 	if err := l.StartProxy(ctx, s.Name); err != nil {
 		return err
 	}
+	proxyDown = false
 	st, err := proxyStatus(ctx, s)
 	if err != nil {
 		return err

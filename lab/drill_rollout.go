@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,7 +29,7 @@ const badPortShift = 100
 // requests to the canary site and through the VIPs. The canary stage's
 // health gate fails it, nothing of it reaches another stage, and the
 // canary returns to the baseline's config under a new version.
-func drillBadRollout(ctx context.Context, l *Lab, r *Report) error {
+func drillBadRollout(ctx context.Context, l *Lab, r *Report) (err error) {
 	api, err := l.ControlAPI()
 	if err != nil {
 		return err
@@ -83,6 +84,16 @@ func drillBadRollout(ctx context.Context, l *Lab, r *Report) error {
 	}
 	bad := rev.Version.String()
 	r.Step("submitted %s (version %s)", rev.ID, bad)
+	// Whatever happens, the bad revision does not stay in flight.
+	defer func() {
+		actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if cur, gerr := api.Rollout(actx, rev.ID, nil); gerr == nil && cur.Open() {
+			if _, aerr := api.Steer(actx, rev.ID, "abort", "lab drill bad-rollout ended", nil); aerr != nil {
+				err = errors.Join(err, fmt.Errorf("abort %s: %w", rev.ID, aerr))
+			}
+		}
+	}()
 
 	var ro *cli.Rollout
 	seen := map[string]bool{}
