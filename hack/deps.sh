@@ -19,6 +19,16 @@ case "$what" in
     # Debian keeps PostgreSQL's server binaries off PATH.
     compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
     ;;&
+  images|test|all)
+    # images/deb's tests: systemd-analyze verify/security, dpkg-deb, a debootstrap
+    # chroot booted with systemd-nspawn, the agent under setpriv/prlimit/nsenter in a namespace.
+    want debootstrap debootstrap
+    want systemd-analyze systemd
+    want dpkg-deb dpkg
+    want systemd-nspawn systemd-container
+    want setpriv util-linux
+    want ip iproute2
+    ;;&
   perf|all)
     want curl curl
     want openssl openssl
@@ -26,15 +36,6 @@ case "$what" in
     want wrk wrk
     want h2load nghttp2-client
     ;;
-  images|test|all)
-    # images/deb's tests: systemd-analyze verify/security, dpkg-deb, a debootstrap
-    # chroot, the agent under setpriv/prlimit/nsenter in a namespace.
-    want debootstrap debootstrap
-    want systemd-analyze systemd
-    want dpkg-deb dpkg
-    want setpriv util-linux
-    want ip iproute2
-    ;;&
   test|images) ;;
   gen)
     want clang clang
