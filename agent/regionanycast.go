@@ -140,13 +140,14 @@ func (a *Agent) regionDrainLoop(ctx context.Context) {
 // announce the prefix. It is fresh only while the document is fresh and
 // lists this site, so the control plane is known to hear its reports;
 // otherwise the guard counts BGP paths. When the guard decides a
-// withdrawal (withdrawing), the document must also show this site no
-// longer announcing the prefix: one that still does was composed from
-// reports older than this site's drain, and lists sites that have since
-// stopped reporting (their node down, or its proxy) as announcing — with
-// every site unhealthy at once, each would count the others as up and
-// all would withdraw.
-func (a *Agent) controlView(prefix netip.Prefix, withdrawing bool) ([]anycast.SiteRoute, bool, string) {
+// withdrawal (leaving: when this site began to drain the prefix), the
+// document must also hold this site's report from since then, no longer
+// announcing the prefix, and every site it lists announcing must have
+// reported since: a site whose node stopped (or its proxy, which carries
+// the node client) stays listed as it last reported, and with every site
+// unhealthy at once each would count the others as up and all would
+// withdraw. Otherwise the guard counts BGP paths for that decision.
+func (a *Agent) controlView(prefix netip.Prefix, leaving time.Time) ([]anycast.SiteRoute, bool, string) {
 	s, fresh := a.rs.Current()
 	switch {
 	case s == nil:
@@ -159,8 +160,15 @@ func (a *Agent) controlView(prefix netip.Prefix, withdrawing bool) ([]anycast.Si
 		return nil, false, fmt.Sprintf("region state %s does not list site %s", s.Version, a.c.SiteName)
 	}
 	p := prefix.Masked().String()
-	if withdrawing && slices.Contains(self.Announcing, p) {
-		return nil, false, fmt.Sprintf("region state %s predates this drain: it still lists site %s announcing %s", s.Version, a.c.SiteName, p)
+	if !leaving.IsZero() {
+		if self.ReportedAt.Before(leaving) || slices.Contains(self.Announcing, p) {
+			return nil, false, fmt.Sprintf("region state %s has no report of site %s since it began to drain %s", s.Version, a.c.SiteName, p)
+		}
+		for _, st := range s.Sites {
+			if st.Name != a.c.SiteName && slices.Contains(st.Announcing, p) && st.ReportedAt.Before(leaving) {
+				return nil, false, fmt.Sprintf("region state %s: site %s's report is from before this site began to drain %s", s.Version, st.Name, p)
+			}
+		}
 	}
 	var out []anycast.SiteRoute
 	for _, st := range s.Sites {

@@ -285,11 +285,11 @@ func TestGuardFromRegionStateSites(t *testing.T) {
 	if st := announcedState(a, vip); st != anycast.StateHeld {
 		t.Fatalf("stale fleet view let it go: %s", st)
 	}
-	// Fresh, site-b announces and the control plane has heard this site
-	// leave (its report lists the VIP no more): the guard lets it go.
+	// Fresh, site-b announces, and the documents are made from reports
+	// since this site began to drain (it reports leaving): the guard lets
+	// it go.
 	sf.sites[0].Announcing = []string{}
-	sf.write(time.Now(), map[string]bool{"us": false})
-	birdtest.Wait(t, 30*time.Second, "withdrawn", func() bool { return announcedState(a, vip) == anycast.StateWithdrawn })
+	freshReports(t, sf, a, vip, map[string]bool{"us": false})
 	if g := guard(); len(g.Others) != 1 || g.Others[0].Name != "site-b" || !strings.Contains(g.Last, "1 other site(s) would stay") {
 		t.Fatalf("guard: %+v", g)
 	}
@@ -327,12 +327,40 @@ func TestGuardIgnoresARegionStateFromBeforeTheDrain(t *testing.T) {
 		}
 	}
 
-	// A document made after this site reported its drain: site-b still
-	// announces, so the guard lets this site go.
+	// Documents that have heard this site leave but still list the others
+	// as they reported before they stopped: still held (the case the lab's
+	// all-unhealthy drill hit after the first half of the fix).
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		sf.sites[0].Announcing, sf.sites[0].ReportedAt = []string{}, time.Now()
+		sf.write(time.Now(), map[string]bool{"us": true})
+		if st := announcedState(a, vip); st != anycast.StateHeld && st != anycast.StateDraining {
+			t.Fatalf("reports from before this site's drain let the VIP go: %s", st)
+		}
+	}
+
+	// Documents made from reports since this site began to drain: site-b
+	// still announces, so the guard lets this site go.
 	sf.sites[0].Announcing = []string{}
 	sf.sites[2].Announcing = []string{}
-	sf.write(time.Now(), map[string]bool{"us": true})
-	birdtest.Wait(t, 30*time.Second, "withdrawn", func() bool { return announcedState(a, vip) == anycast.StateWithdrawn })
+	freshReports(t, sf, a, vip, map[string]bool{"us": true})
+}
+
+// freshReports writes documents whose sites all reported just now, as
+// the control plane publishes while nodes report, until vip is withdrawn.
+func freshReports(t *testing.T, sf *stateFile, a *Agent, vip string, health map[string]bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for announcedState(a, vip) != anycast.StateWithdrawn {
+		if time.Now().After(deadline) {
+			t.Fatalf("not withdrawn within 30 s: %s", announcedState(a, vip))
+		}
+		now := time.Now()
+		for i := range sf.sites {
+			sf.sites[i].ReportedAt = now
+		}
+		sf.write(now, health)
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func regionTestKey() ed25519.PrivateKey {

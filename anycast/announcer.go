@@ -155,7 +155,7 @@ func (a *Announcer) Stop(ctx context.Context) error {
 		a.eng.stopping, a.stopping = true, true
 		for _, v := range a.eng.vips {
 			if v.state == StateAnnounced || v.state == StateDraining {
-				if ok, _, why := guardAllows(a.eng.self, a.eng.minSites, a.sites(v.prefix, true)); !ok {
+				if ok, _, why := guardAllows(a.eng.self, a.eng.minSites, a.sites(v.prefix, a.eng.drainStart(v.prefix))); !ok {
 					a.log.Warn("anycast: stopping although the guard would hold this VIP", "vip", v.cfg.Prefix, "guard", why)
 				}
 			}

@@ -22,7 +22,7 @@ type reports struct {
 }
 
 func (r *reports) view(self string) ControlView {
-	return func(netip.Prefix, bool) ([]SiteRoute, bool, string) {
+	return func(netip.Prefix, time.Time) ([]SiteRoute, bool, string) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		var out []SiteRoute

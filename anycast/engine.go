@@ -141,15 +141,16 @@ func (e *engine) reconfigure(c *Config, now time.Time) {
 }
 
 // all returns the configured VIPs and those retiring.
-// draining says whether the VIP of prefix is draining (the guard decides
-// its withdrawal at the drain's end).
-func (e *engine) draining(prefix netip.Prefix) bool {
+// drainStart is when the VIP of prefix began its current drain (the
+// guard decides its withdrawal at the drain's end); zero when it is not
+// draining.
+func (e *engine) drainStart(prefix netip.Prefix) time.Time {
 	for _, v := range e.all() {
-		if v.prefix == prefix {
-			return v.state == StateDraining
+		if v.prefix == prefix && v.state == StateDraining {
+			return v.drainEnd.Add(-e.drain)
 		}
 	}
-	return false
+	return time.Time{}
 }
 
 func (e *engine) all() []*vip { return append(e.vips[:len(e.vips):len(e.vips)], e.retiring...) }

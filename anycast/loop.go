@@ -48,27 +48,26 @@ func (a *Announcer) loop() {
 }
 
 // sites is the control plane's view of prefix while it is fresh, else
-// what BGP peers sent back merged with the fleet view. withdrawing says
-// the guard is deciding whether this site may withdraw prefix now (its
-// VIP is at the end of a drain): the control plane's view then counts as
-// fresh only once it has heard this site leave (ControlView). Callers
-// hold mu.
-func (a *Announcer) sites(prefix netip.Prefix, withdrawing bool) []SiteRoute {
-	out, src := a.sitesFrom(prefix, withdrawing)
+// what BGP peers sent back merged with the fleet view. leaving, when not
+// zero, is when this site began to drain prefix (the guard decides its
+// withdrawal): the control plane's view then counts as fresh only with
+// reports made since (ControlView). Callers hold mu.
+func (a *Announcer) sites(prefix netip.Prefix, leaving time.Time) []SiteRoute {
+	out, src := a.sitesFrom(prefix, leaving)
 	a.guardSource = src
 	return out
 }
 
-// guardSites is sites for the engine's decisions: withdrawing while
-// prefix's VIP drains. Callers hold mu.
+// guardSites is sites for the engine's decisions: leaving since the
+// drain's start while prefix's VIP drains. Callers hold mu.
 func (a *Announcer) guardSites(prefix netip.Prefix) []SiteRoute {
-	return a.sites(prefix, a.eng.draining(prefix))
+	return a.sites(prefix, a.eng.drainStart(prefix))
 }
 
-func (a *Announcer) sitesFrom(prefix netip.Prefix, withdrawing bool) ([]SiteRoute, string) {
+func (a *Announcer) sitesFrom(prefix netip.Prefix, leaving time.Time) ([]SiteRoute, string) {
 	var stale string
 	if a.control != nil {
-		cs, fresh, src := a.control(prefix, withdrawing)
+		cs, fresh, src := a.control(prefix, leaving)
 		if fresh {
 			return controlSites(cs), "control plane (" + src + ")"
 		}

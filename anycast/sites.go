@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 )
 
 // SiteState is how a site announces a VIP, as its site community says.
@@ -77,13 +78,15 @@ type FleetView func(prefix netip.Prefix) []SiteRoute
 // guard counts the BGP paths and Fleet instead. Every entry counts as the
 // state it carries; entries are told apart by Name (else Site).
 //
-// withdrawing is true when the guard decides whether this site may
-// withdraw prefix (the end of its drain): a view that still shows this
-// site announcing prefix was made before this site began to leave, from
-// reports as old (the other sites' included: sites that stopped reporting
-// stay listed as they last reported), so it must say it is not fresh. It
-// is called on every decision and must not block.
-type ControlView func(prefix netip.Prefix, withdrawing bool) (sites []SiteRoute, fresh bool, source string)
+// leaving, when not zero, is when this site began to drain prefix: the
+// guard decides whether it may withdraw. The view must then say it is
+// not fresh unless this site's report and every counted site's were made
+// since: an older report may come from a site that has stopped reporting
+// since (its node down) and stays listed as it last reported; with every
+// site unhealthy at once each would count the others as up and all would
+// withdraw. The guard then counts BGP paths, which show a site leaving at
+// once. It is called on every decision and must not block.
+type ControlView func(prefix netip.Prefix, leaving time.Time) (sites []SiteRoute, fresh bool, source string)
 
 // controlSites: one entry per named site, sorted by name then site.
 func controlSites(in []SiteRoute) []SiteRoute {

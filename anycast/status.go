@@ -105,7 +105,7 @@ func (a *Announcer) Status() Status {
 		if !vs.HoldDownUntil.After(now) {
 			vs.HoldDownUntil = time.Time{}
 		}
-		vs.Guard = GuardStatus{Active: v.state == StateHeld, Last: v.guard, Others: a.sites(v.prefix, v.state == StateDraining)}
+		vs.Guard = GuardStatus{Active: v.state == StateHeld, Last: v.guard, Others: a.sites(v.prefix, a.eng.drainStart(v.prefix))}
 		if len(vs.Guard.Others) == 0 {
 			vs.Guard.Note = "no other site seen announcing this VIP: a withdrawal would be held"
 		}
