@@ -243,3 +243,76 @@ func TestUnitsUnderSystemd(t *testing.T) {
 		t.Errorf("rampart version after the upgrade: %s", v)
 	}
 }
+
+// agentTrial restarts the agent with extra directives in a drop-in. Before
+// the start it removes the VIP interface and sets IPv6's keep_addr_on_down
+// defaults to 0, so what the re-created interface reads is the agent's own
+// write. It reports whether the agent became ready (false once it failed
+// and systemd restarted it) and that value.
+func (c *container) agentTrial(t *testing.T, directives []string) (bool, string) {
+	t.Helper()
+	dropIn := "/run/systemd/system/rampart-agent.service.d/trial.conf"
+	c.must(t, "mkdir", "-p", filepath.Dir(dropIn))
+	c.must(t, "sh", "-c", "printf '%s\\n' \"$@\" > "+dropIn, "sh", "[Service]", strings.Join(directives, "\n"))
+	c.must(t, "systemctl", "stop", "rampart-agent.service")
+	// A fresh start: no pins, no VIP interface (teardown, with the container's privileges).
+	c.must(t, "rampart", "agent", "teardown", "-interfaces", "host0")
+	_, _ = c.net("ip", "link", "del", "rampart0")
+	for _, f := range []string{"default", "all"} {
+		if _, err := c.net("sh", "-c", "echo 0 > /proc/sys/net/ipv6/conf/"+f+"/keep_addr_on_down"); err != nil {
+			t.Fatalf("reset keep_addr_on_down (%s): %v", f, err)
+		}
+	}
+	c.must(t, "systemctl", "daemon-reload")
+	c.must(t, "systemctl", "reset-failed", "rampart-agent.service")
+	c.must(t, "systemctl", "start", "rampart-agent.service")
+	ready := false
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if r, _ := c.exec("rampart", "get", "-timeout", "1s", "http://127.0.0.1:9902/readyz"); strings.TrimSpace(r) == "ready" {
+			ready = true
+			break
+		}
+		if n := strings.TrimSpace(c.must(t, "systemctl", "show", "-p", "NRestarts", "--value", "rampart-agent.service")); n != "0" {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	keep, err := c.net("cat", "/proc/sys/net/ipv6/conf/rampart0/keep_addr_on_down")
+	if err != nil {
+		keep = "" // no VIP interface: the agent never got that far
+	}
+	c.must(t, "rm", "-f", dropIn)
+	return ready, strings.TrimSpace(keep)
+}
+
+// TestAgentHardeningTrials tries, under systemd, the sandboxing directives
+// the agent unit leaves out (and the exception it makes), to show why.
+func TestAgentHardeningTrials(t *testing.T) {
+	needRoot(t, "systemd-nspawn, mounts, dpkg in a debootstrap tree")
+	need(t, "systemd-nspawn", "systemd-container")
+	need(t, "nsenter", "util-linux")
+	need(t, "ip", "iproute2")
+	c := bootContainer(t)
+	c.waitReady(t)
+	for _, tr := range []struct {
+		directives []string
+		ready      bool
+		keep       string // keep_addr_on_down of the re-created VIP interface
+		why        string
+	}{
+		{nil, true, "1", "the unit as shipped"},
+		{[]string{"ProtectKernelTunables=yes"}, false, "", "/sys/fs/bpf read-only: mkdir of the pin root fails"},
+		{[]string{"ProtectKernelTunables=yes", "ReadWritePaths=-/proc/sys/net/ipv6/conf"}, false, "",
+			"ReadWritePaths=/sys/fs/bpf does not undo it for bpffs"},
+		{[]string{"ProcSubset=pid"}, true, "0", "ProcSubset=pid hides /proc/sys: the keep_addr_on_down write fails"},
+		{[]string{"SystemCallFilter=~@privileged"}, false, "", "@privileged holds bpf(2)"},
+		{[]string{"PrivateUsers=yes"}, false, "", "capabilities in a user namespace do not reach BPF"},
+	} {
+		ready, keep := c.agentTrial(t, tr.directives)
+		t.Logf("FIGURE agent with %q: ready=%v keep_addr_on_down=%q (%s)", tr.directives, ready, keep, tr.why)
+		if ready != tr.ready || (tr.ready && keep != tr.keep) {
+			t.Errorf("agent with %q: ready=%v keep_addr_on_down=%q, want ready=%v %q (%s)", tr.directives, ready, keep, tr.ready, tr.keep, tr.why)
+		}
+	}
+}
