@@ -22,22 +22,34 @@ import (
 
 func init() { Register("flood", drillFlood) }
 
-// The flood drill's addresses, on the client link (203.0.113.0/24, the
-// client's own sources are .10–.17): the router takes them from the
-// client's interface like the client's own.
-const (
-	FloodCIDR = "203.0.113.128/30" // the flooding sources (4, in turn)
-	DenyCIDR  = "203.0.113.128/26" // what the operator denies: the flood and the probes
-	ProbeCIDR = "203.0.113.160/27" // denied sources that do not flood: the per-site probes
+// The flood drill's addresses. IPv4 on the client link (203.0.113.0/24,
+// the client's own sources are .10–.17): the router takes them from the
+// client's interface like the client's own. IPv6 from /64s of fd00:c::/48
+// beside the client's (fd00:c::/64): XDP limits IPv6 per /64, so the
+// flood is 4 /64s and the probes 16, and the client's own v6 sources are
+// one other "source".
+var floodFamilies = []floodFamily{
+	{name: "IPv4", figure: "", flood: "203.0.113.128/30", deny: "203.0.113.128/26", probe: "203.0.113.160/27", sequential: true},
+	{name: "IPv6", figure: "IPv6 ", flood: "fd00:c:0:100::/62", deny: "fd00:c:0:100::/56", probe: "fd00:c:0:1c0::/60"},
+}
 
-	floodRate  = 32000           // SYN/s: 8000 per source, ~2000 per source and site behind ECMP
-	floodFor   = 3 * time.Second // the flood phase
-	probeRate  = 200             // SYN/s to each site: a 5 ms resolution
-	denyWatch  = 3 * time.Second // probing after the deny is published
-	denyBudget = time.Second     // the deny must take effect on every site within it
+// floodFamily is one address family's run of the drill.
+type floodFamily struct {
+	name, figure       string // "IPv4"; the prefix of its figure names ("" for IPv4, "IPv6 ")
+	flood, deny, probe string // the flooding sources (4 limited sources), the deny (both), the probes (denied, not flooding)
+	sequential         bool   // sources in turn (IPv4); at random over the /64s (IPv6)
+}
+
+const (
+	floodSources = 4               // limited sources in each family's flood prefix
+	floodRate    = 32000           // SYN/s: 8000 per source, ~2000 per source and site behind ECMP
+	floodFor     = 3 * time.Second // the flood phase
+	probeRate    = 200             // SYN/s to each site: a 5 ms resolution
+	denyWatch    = 3 * time.Second // probing after the deny is published
+	denyBudget   = time.Second     // the deny must take effect on every site within it
 )
 
-// drillFlood: one source range SYN-floods the v4 VIP from the client
+// drillFlood: one source range SYN-floods a VIP from the client
 // namespace (spoofed with lab/pktgen) while other clients make requests.
 // XDP on every site drops the flood at its per-source SYN limit (the
 // agents' verdict counters show it) and the other clients are served.
@@ -49,18 +61,40 @@ const (
 // the router's side of that link; the last probe a site still answered
 // after the publication is when the deny reached its XDP. Every site must
 // stop answering within 1 s. The deny is removed at the end and every
-// site answers probes again before the drill returns.
+// site answers probes again. IPv4 first, then IPv6.
 func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 	if err := l.WaitConverged(ctx, time.Minute); err != nil {
 		return fmt.Errorf("the lab is not converged before the drill: %w", err)
 	}
-	vip, err := netip.ParseAddr(l.VIPs[0])
-	if err != nil || !vip.Is4() {
-		return fmt.Errorf("the lab's first VIP %q is not IPv4", l.VIPs[0])
+	for _, fam := range floodFamilies {
+		if err := l.floodOne(ctx, r, fam); err != nil {
+			return fmt.Errorf("%s: %w", fam.name, err)
+		}
 	}
+	return nil
+}
+
+// floodOne runs the drill for one address family.
+func (l *Lab) floodOne(ctx context.Context, r *Report, fam floodFamily) error {
+	v6 := fam.name == "IPv6"
+	var vip netip.Addr
+	for _, v := range l.VIPs {
+		if a, err := netip.ParseAddr(v); err == nil && a.Is6() == v6 {
+			vip = a
+			break
+		}
+	}
+	if !vip.IsValid() {
+		return fmt.Errorf("the lab has no %s VIP (VIPs %v)", fam.name, l.VIPs)
+	}
+	clients := l.Client.V4
+	if v6 {
+		clients = l.Client.V6
+	}
+	fig := func(name string, v any) { r.Figure(fam.figure+name, v) }
 	dst := netip.AddrPortFrom(vip, 80)
-	flood := pktgen.Config{NetNS: l.Client.Netns, SrcCIDR: netip.MustParsePrefix(FloodCIDR), Sequential: true,
-		Dst: dst, Kind: pktgen.SYN, Rate: floodRate, Workers: 1, QdiscBypass: true}
+	flood := pktgen.Config{NetNS: l.Client.Netns, SrcCIDR: netip.MustParsePrefix(fam.flood), Sequential: fam.sequential,
+		Dst: dst, Kind: pktgen.SYN, Rate: floodRate, Workers: 1, QdiscBypass: true, Seed: uint64(time.Now().UnixNano())}
 	hop, err := pktgen.NextHop(l.Client.Netns, vip)
 	if err != nil {
 		return fmt.Errorf("the client's route to %v: %w", vip, err)
@@ -72,9 +106,9 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 	if err != nil {
 		return err
 	}
-	tr := l.StartTraffic(ctx, TrafficOptions{Rate: 50, Sources: l.Client.V4})
-	r.Step("flooding %v from %s (SYN, %d/s, sources in turn) for %s; client requests from %d other sources at 50/s",
-		dst, FloodCIDR, floodRate, floodFor, len(l.Client.V4))
+	tr := l.StartTraffic(ctx, TrafficOptions{Rate: 50, Sources: clients})
+	r.Step("flooding %v from %s (SYN, %d/s, %d limited sources) for %s; client requests from %d other sources at 50/s",
+		dst, fam.flood, floodRate, floodSources, floodFor, len(clients))
 	fc := flood
 	fc.Duration = floodFor
 	rep, err := pktgen.Run(ctx, fc)
@@ -88,8 +122,8 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 		return err
 	}
 	r.Step("flood done: %s", rep)
-	r.Figure("flood: frames sent", rep.Sent)
-	r.Figure("flood: rate achieved (pps)", int(rep.Rate))
+	fig("flood: frames sent", rep.Sent)
+	fig("flood: rate achieved (pps)", int(rep.Rate))
 	var errs []error
 	drops := uint64(0)
 	var per []string
@@ -97,14 +131,14 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 		syn, pps := c1.delta(c0, s.Name, "drop_syn"), c1.delta(c0, s.Name, "drop_pps")
 		drops += syn + pps
 		per = append(per, fmt.Sprintf("%s=%d", s.Name, syn+pps))
-		r.Figure("flood: "+s.Name+" XDP drops (drop_syn + drop_pps)", fmt.Sprintf("%d + %d", syn, pps))
+		fig("flood: "+s.Name+" XDP drops (drop_syn + drop_pps)", fmt.Sprintf("%d + %d", syn, pps))
 		if syn+pps == 0 {
 			errs = append(errs, fmt.Errorf("site %s dropped none of the flood at its limits", s.Name))
 		}
 	}
-	allow := limitAllowance(demo.DefaultLimits, 4, len(l.Sites), rep.Elapsed)
-	r.Figure("flood: XDP drops, all sites", drops)
-	r.Figure("flood: at most admitted by the per-source SYN limits (4 sources × sites × (burst + rate × time))", allow)
+	allow := limitAllowance(demo.DefaultLimits, floodSources, len(l.Sites), rep.Elapsed)
+	fig("flood: XDP drops, all sites", drops)
+	fig("flood: at most admitted by the per-source SYN limits (4 sources × sites × (burst + rate × time))", allow)
 	// Everything above the allowance should be dropped; a quarter of it
 	// may be lost on the way instead (veth backlogs on a busy box).
 	if want := (rep.Sent - min(rep.Sent, allow)) * 3 / 4; drops < want {
@@ -112,8 +146,8 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 			drops, rep.Sent, strings.Join(per, ", "), allow, want))
 	}
 	ok, lost := res.Requests()-res.Lost(), res.Lost()
-	r.Figure("flood: other clients' requests served", ok)
-	r.Figure("flood: other clients' requests failed", lost)
+	fig("flood: other clients' requests served", ok)
+	fig("flood: other clients' requests failed", lost)
 	if ok == 0 || lost*100 > res.Requests() {
 		errs = append(errs, fmt.Errorf("other clients under the flood: %d requests served, %d failed (first: %s)", ok, lost, res.FirstError()))
 	}
@@ -122,7 +156,7 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 	}
 
 	// Phase 2: the deny, measured per site while the flood goes on.
-	p, err := l.startProbes(ctx, dst)
+	p, err := l.startProbes(ctx, dst, netip.MustParsePrefix(fam.probe), fam.sequential)
 	if err != nil {
 		return err
 	}
@@ -130,7 +164,7 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 	if err := p.waitAnswered(ctx, time.Time{}, 30*time.Second); err != nil {
 		return fmt.Errorf("before the deny: %w", err)
 	}
-	r.Step("probes from %s (denied, not flooding) to %v answered by every site, straight from the router (%d/s each)", ProbeCIDR, dst, probeRate)
+	r.Step("probes from %s (denied, not flooding) to %v answered by every site, straight from the router (%d/s each)", fam.probe, dst, probeRate)
 	fctx, stopFlood := context.WithCancel(ctx)
 	fc.Duration = time.Minute
 	floodDone := make(chan error, 1)
@@ -143,13 +177,13 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 		return err
 	}
 	t0 := time.Now()
-	if out, err := l.ControlCLI(ctx, "deny", "add", "cidr", DenyCIDR, "-ttl", "10m", "-reason", "lab flood drill"); err != nil {
+	if out, err := l.ControlCLI(ctx, "deny", "add", "cidr", fam.deny, "-ttl", "10m", "-reason", "lab flood drill"); err != nil {
 		return fmt.Errorf("deny add: %w: %s", err, out)
 	}
 	defer func() {
 		// Leave the lab as it was: remove the deny, wait until every site
 		// answers the probes again.
-		if out, err := l.ControlCLI(context.WithoutCancel(ctx), "deny", "remove", "cidr", DenyCIDR); err != nil {
+		if out, err := l.ControlCLI(context.WithoutCancel(ctx), "deny", "remove", "cidr", fam.deny); err != nil {
 			r.Step("deny remove failed: %v: %s", err, out)
 			return
 		}
@@ -158,10 +192,10 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 			r.Step("after the deny was removed: %v", err)
 			return
 		}
-		r.Step("deny removed; every site answers probes from %s again (%s)", ProbeCIDR, time.Since(t1).Round(time.Millisecond))
+		r.Step("deny removed; every site answers probes from %s again (%s)", fam.probe, time.Since(t1).Round(time.Millisecond))
 	}()
 	r.Step("published deny %s through the control plane (rampart control deny add: %s); probing for %s",
-		DenyCIDR, time.Since(t0).Round(time.Millisecond), denyWatch)
+		fam.deny, time.Since(t0).Round(time.Millisecond), denyWatch)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -175,8 +209,8 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 	worst := time.Duration(0)
 	for _, s := range l.Sites {
 		d, answered, sent := p.effect(s.Name, t0)
-		r.Figure("deny: "+s.Name+" effective after", d)
-		r.Figure("deny: "+s.Name+" drop_deny while probing", c3.delta(c2, s.Name, "drop_deny"))
+		fig("deny: "+s.Name+" effective after", d)
+		fig("deny: "+s.Name+" drop_deny while probing", c3.delta(c2, s.Name, "drop_deny"))
 		worst = max(worst, d)
 		if d >= denyBudget {
 			errs = append(errs, fmt.Errorf("site %s still answered a denied probe %s after the deny was published (budget %s)", s.Name, d.Round(time.Millisecond), denyBudget))
@@ -184,11 +218,11 @@ func drillFlood(ctx context.Context, l *Lab, r *Report) error {
 		if c3.delta(c2, s.Name, "drop_deny") == 0 {
 			errs = append(errs, fmt.Errorf("site %s counted no drop_deny after the deny", s.Name))
 		}
-		if sent-answered < probeRate { // at least 1 s of probes after the last answer
+		if sent-min(sent, answered) < probeRate { // at least 1 s of probes after the last answer
 			errs = append(errs, fmt.Errorf("site %s: only %d of %d probes unanswered after the deny", s.Name, sent-answered, sent))
 		}
 	}
-	r.Figure("deny: slowest site", worst)
+	fig("deny: slowest site", worst)
 	r.Step("deny in force on every site (slowest %s)", worst.Round(time.Millisecond))
 	return errors.Join(errs...)
 }
@@ -257,7 +291,7 @@ func parseVerdicts(r io.Reader) (map[string]uint64, error) {
 	return m, nil
 }
 
-// probes send SYNs from ProbeCIDR from the router straight to each site
+// probes send SYNs from a probe prefix from the router straight to each site
 // and record each site's SYN-ACKs.
 type probes struct {
 	cancel context.CancelFunc
@@ -290,15 +324,18 @@ type synAck struct {
 	Port uint16
 }
 
-func (l *Lab) startProbes(ctx context.Context, dst netip.AddrPort) (*probes, error) {
+func (l *Lab) startProbes(ctx context.Context, dst netip.AddrPort, src netip.Prefix, sequential bool) (*probes, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &probes{cancel: cancel, sites: map[string]*siteProbe{}}
-	src := netip.MustParsePrefix(ProbeCIDR)
 	for _, s := range l.Sites {
-		link, err := netip.ParseAddr(s.Addr4)
+		addr := s.Addr4
+		if dst.Addr().Is6() {
+			addr = s.Addr6
+		}
+		link, err := netip.ParseAddr(addr)
 		if err != nil {
 			p.stop()
-			return nil, fmt.Errorf("site %s link address %q: %w", s.Name, s.Addr4, err)
+			return nil, fmt.Errorf("site %s link address %q: %w", s.Name, addr, err)
 		}
 		hop, err := pktgen.NextHop(l.Router.Netns, link)
 		if err != nil {
@@ -338,7 +375,8 @@ func (l *Lab) startProbes(ctx context.Context, dst netip.AddrPort) (*probes, err
 		go func() {
 			defer p.wg.Done()
 			rep, err := pktgen.Run(ctx, pktgen.Config{NetNS: l.Router.Netns, Iface: hop.Iface, DstMAC: hop.MAC,
-				SrcCIDR: src, Sequential: true, Dst: dst, Kind: pktgen.SYN, Rate: probeRate, Duration: 10 * time.Minute})
+				SrcCIDR: src, Sequential: sequential, Dst: dst, Kind: pktgen.SYN, Rate: probeRate, Duration: 10 * time.Minute,
+				Seed: uint64(time.Now().UnixNano())})
 			p.mu.Lock()
 			sp.sent = rep.Sent
 			p.mu.Unlock()
