@@ -291,7 +291,7 @@ func TestAgentCapabilitySet(t *testing.T) {
 		caps, want, l.iface, testVIP, l.vipIface, maps["vips_v4"].(map[string]any)["entries"])
 
 	// An upgrade restarts the agent: in between, XDP stays attached (pinned
-	// links) and the VIP stays up (-keep-vips, as agent.env ships it).
+	// links) and the VIP stays up (-keep-vips, which the unit's ExecStart passes).
 	r.stop(t)
 	if !l.xdpAttached(t) {
 		t.Fatalf("XDP detached from %s when the agent stopped:\n%s", l.iface, r.out)

@@ -172,6 +172,16 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	if got := c.status(t, agent, "NoNewPrivs"); got != "1" {
 		t.Errorf("the agent runs with NoNewPrivs %s", got)
 	}
+	for pid, want := range map[int]string{agent: "rampart agent -keep-vips -interfaces host0",
+		proxy: "rampart proxy -unready-delay 5s -drain-timeout 30s -handoff-socket"} {
+		cmdline := strings.ReplaceAll(c.must(t, "cat", fmt.Sprintf("/proc/%d/cmdline", pid)), "\x00", " ")
+		if !strings.Contains(cmdline, want) {
+			t.Errorf("process %d runs %q, want it to contain %q", pid, cmdline, want)
+		}
+	}
+	if env := c.must(t, "cat", fmt.Sprintf("/proc/%d/environ", proxy)); !strings.Contains(env, "GOMEMLIMIT=3600MiB") {
+		t.Errorf("the proxy runs without GOMEMLIMIT=3600MiB from limits.conf")
+	}
 	if got := c.status(t, proxy, "CapEff"); got != "0000000000000400" {
 		t.Errorf("the proxy runs with CapEff %s, want 0000000000000400 (CAP_NET_BIND_SERVICE)", got)
 	}
