@@ -39,6 +39,11 @@ func FuzzParse(f *testing.F) {
 			if strings.ContainsAny(lines[1], "\"'\\$`\t\r") {
 				t.Fatalf("%s has a quote, backslash, $ or control character:\n%s", fl.Name, fl.Data)
 			}
+			// Merged over any file, one RAMPART_ARGS line remains: this one.
+			merged := string(MergeEnv(data, fl.Data))
+			if strings.Count("\n"+merged, "\n"+lines[1]+"\n") != 1 {
+				t.Fatalf("MergeEnv over the input lost or doubled the args line:\n%s", merged)
+			}
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -39,6 +40,11 @@ type Config struct {
 	// VIPs are the prefixes announced over BGP (the anycast config's vips):
 	// /32 or /128 service addresses, or shorter prefixes covering several.
 	VIPs []string `yaml:"vips"`
+	// AgentArgs and ProxyArgs are appended to the rendered arguments (after
+	// the defaults, so a repeated flag overrides them): tuning such as
+	// -new-sources 50000 or -drain-timeout 60s. One argument per item.
+	AgentArgs []string `yaml:"agent_args"`
+	ProxyArgs []string `yaml:"proxy_args"`
 }
 
 // Node is the node's identity at the control plane and in the fleet.
@@ -158,6 +164,22 @@ func (c *Config) Validate() error {
 	default:
 		bad("xdp_mode %q: want auto, driver or generic", c.XDPMode)
 	}
+	for _, l := range []struct {
+		key  string
+		args []string
+	}{{"agent_args", c.AgentArgs}, {"proxy_args", c.ProxyArgs}} {
+		if len(l.args) > 64 {
+			bad("%s: %d arguments, at most 64", l.key, len(l.args))
+		}
+		for i, a := range l.args {
+			if !plainArg(a) {
+				bad("%s[%d] %q: want one non-empty argument without spaces, quotes, backslashes or $", l.key, i, a)
+			}
+		}
+		if len(l.args) > 0 && !strings.HasPrefix(l.args[0], "-") {
+			bad("%s[0] %q: want a flag first (e.g. -drain-timeout)", l.key, l.args[0])
+		}
+	}
 	if c.Control != nil {
 		c.Control.validate(bad)
 	}
@@ -190,16 +212,16 @@ func (k *Control) validate(bad func(string, ...any)) {
 		bad("control.url %q: want an http:// or https:// URL", k.URL)
 	case u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		bad("control.url %q: want scheme://host[:port][/path], no user, query or fragment", k.URL)
-	case strings.ContainsAny(k.URL, " \t\"'\\$`"):
-		bad("control.url %q: spaces, quotes, backslashes and $ are not allowed", k.URL)
+	case !plainArg(k.URL):
+		bad("control.url %q: spaces, quotes, backslashes, $ and control characters are not allowed", k.URL)
 	}
 	switch {
 	case k.Token == "" && k.TokenFile == "":
 		bad("control: token or token_file required")
 	case k.Token != "" && k.TokenFile != "":
 		bad("control: token and token_file both set; give one")
-	case k.Token != "" && (len(k.Token) > 4096 || strings.ContainsAny(k.Token, " \t\r\n")):
-		bad("control.token: must be one line without spaces, at most 4096 bytes")
+	case k.Token != "" && !plainArg(k.Token):
+		bad("control.token: must be one line without spaces, quotes, backslashes or $, at most 4096 bytes")
 	}
 	path := func(key, v string) {
 		if v != "" && !validPath(v) {
@@ -216,6 +238,22 @@ func (k *Control) validate(bad func(string, ...any)) {
 }
 
 func validPath(p string) bool {
-	return filepath.IsAbs(p) && filepath.Clean(p) == p && len(p) <= 4096 &&
-		!strings.ContainsAny(p, " \t\r\n\"'\\$`")
+	return filepath.IsAbs(p) && filepath.Clean(p) == p && plainArg(p)
+}
+
+// forbidden are the characters no rendered argument may hold: systemd
+// splits $RAMPART_ARGS on whitespace and would unquote or expand the rest.
+const forbidden = " \"'\\$`"
+
+// plainArg says whether s can be one word of $RAMPART_ARGS as is.
+func plainArg(s string) bool {
+	if s == "" || len(s) > 4096 || strings.ContainsAny(s, forbidden) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }

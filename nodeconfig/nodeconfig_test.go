@@ -148,6 +148,9 @@ func TestParseRefuses(t *testing.T) {
 		{"bgp without peers", base + "bgp: {local_as: 65001, router_id: 192.0.2.2, site_id: 1, community_asn: 65001}\n", "peers: at least one peer is required"},
 		{"bgp without community", base + "bgp: {local_as: 65001, router_id: 192.0.2.2, site_id: 1, peers: [{address: 192.0.2.1, as: 65000}]}\n", "community_asn is required"},
 		{"bad vip", base + bgp + "vips: [203.0.113.1/40]\n", "203.0.113.1/40"},
+		{"arg with space", base + "proxy_args: ['-drain-timeout 60s']\n", `proxy_args[0] "-drain-timeout 60s"`},
+		{"arg with dollar", base + "agent_args: [-x, '$HOME']\n", `agent_args[1] "$HOME"`},
+		{"args not starting with a flag", base + "agent_args: [eth1]\n", `agent_args[0] "eth1": want a flag first`},
 		{"too big", base + "# " + strings.Repeat("x", MaxBytes) + "\n", "more than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -208,6 +211,25 @@ func TestWrite(t *testing.T) {
 		if fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v, want %v", f.Name, fi.Mode().Perm(), want)
 		}
+	}
+	// An env file's other lines (the package's comments and GOMEMLIMIT)
+	// survive; only RAMPART_ARGS is replaced.
+	proxyEnv := filepath.Join(dir, ProxyEnv)
+	shipped := "# shipped comment\nRAMPART_ARGS=-old\nGOMEMLIMIT=3600MiB\nRAMPART_ARGS=-older\n"
+	if err := os.WriteFile(proxyEnv, []byte(shipped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if wrote, err = Write(dir, files); err != nil || len(wrote) != 1 || wrote[0] != ProxyEnv {
+		t.Fatalf("rewrite over the shipped proxy.env: wrote %v, err %v", wrote, err)
+	}
+	got, err := os.ReadFile(proxyEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(got), "\n")
+	if len(lines) != 4 || lines[0] != "# shipped comment" || !strings.HasPrefix(lines[1], "RAMPART_ARGS=-handoff-socket ") ||
+		lines[2] != "GOMEMLIMIT=3600MiB" || lines[3] != "" {
+		t.Fatalf("merged proxy.env:\n%s", got)
 	}
 	// The same config again changes nothing; a changed one rewrites only
 	// what changed.

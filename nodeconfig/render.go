@@ -32,6 +32,9 @@ type File struct {
 	// Secret files (the token, the anycast config with BGP passwords) are
 	// written 0640 (group: the output directory's), the rest 0644.
 	Secret bool
+	// Env files replace only the RAMPART_ARGS line of the file already
+	// there: its other lines (comments, GOMEMLIMIT=...) are kept.
+	Env bool
 }
 
 // Render returns the files firstboot writes into dir (the directory the
@@ -42,7 +45,11 @@ type File struct {
 // Render expects a config Parse accepted.
 func (c *Config) Render(dir string) ([]File, error) {
 	var files []File
-	agent := []string{"-interfaces", strings.Join(c.Interfaces, ","), "-region", c.Node.Region, "-site-name", c.Node.ID}
+	// -keep-vips and the proxy's drain timings are the package's defaults
+	// (its agent.env and proxy.env): a restart keeps the VIPs up, a stop
+	// drains.
+	agent := []string{"-interfaces", strings.Join(c.Interfaces, ","), "-keep-vips", "-handoff-socket", HandoffSocket,
+		"-region", c.Node.Region, "-site-name", c.Node.ID}
 	if c.XDPMode != "" && c.XDPMode != "auto" {
 		agent = append(agent, "-xdp-mode", c.XDPMode)
 	}
@@ -59,7 +66,8 @@ func (c *Config) Render(dir string) ([]File, error) {
 		files = append(files, File{Name: AnycastYML, Data: data, Secret: true})
 		agent = append(agent, "-anycast-config", filepath.Join(dir, AnycastYML))
 	}
-	proxy := []string{"-region", c.Node.Region, "-public-key", pub, "-handoff-socket", HandoffSocket}
+	proxy := []string{"-handoff-socket", HandoffSocket, "-unready-delay", "5s", "-drain-timeout", "30s", "-access-log", "stdout",
+		"-region", c.Node.Region, "-public-key", pub}
 	if k := c.Control; k != nil {
 		tok := k.TokenFile
 		if k.Token != "" {
@@ -77,18 +85,20 @@ func (c *Config) Render(dir string) ([]File, error) {
 		// VIP prefixes it announces.
 		proxy = append(proxy, "-agent-status-url", "http://127.0.0.1:9902")
 	}
+	agent = append(agent, c.AgentArgs...)
+	proxy = append(proxy, c.ProxyArgs...)
 	for _, a := range append(append([]string{}, agent...), proxy...) {
-		if a == "" || strings.ContainsAny(a, " \t\r\n\"'\\$`") {
-			return nil, fmt.Errorf("render: argument %q is empty or has a space, quote, backslash or $", a)
+		if !plainArg(a) {
+			return nil, fmt.Errorf("render: argument %q is empty or has a space, quote, backslash, $ or control character", a)
 		}
 	}
-	if strings.ContainsAny(dir, " \t\r\n\"'\\$`") {
+	if !plainArg(dir) {
 		return nil, fmt.Errorf("render: output directory %q has a space, quote, backslash or $", dir)
 	}
 	env := func(args []string) []byte {
 		return []byte("# Written by rampart firstboot from node.yaml; edit node.yaml instead.\nRAMPART_ARGS=" + strings.Join(args, " ") + "\n")
 	}
-	files = append(files, File{Name: AgentEnv, Data: env(agent)}, File{Name: ProxyEnv, Data: env(proxy)})
+	files = append(files, File{Name: AgentEnv, Data: env(agent), Env: true}, File{Name: ProxyEnv, Data: env(proxy), Env: true})
 	return files, nil
 }
 

@@ -32,18 +32,57 @@ func Write(dir string, files []File) ([]string, error) {
 		if f.Secret {
 			mode = 0o640
 		}
-		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, f.Data) {
+		data := f.Data
+		old, err := os.ReadFile(path)
+		if err != nil && !os.IsNotExist(err) {
+			return wrote, fmt.Errorf("read %s: %w", path, err)
+		}
+		if f.Env && err == nil {
+			data = MergeEnv(old, f.Data)
+		}
+		if err == nil && bytes.Equal(old, data) {
 			if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() == mode {
 				continue
 			}
 		}
-		if err := writeFile(path, f.Data, mode, gid); err != nil {
+		if err := writeFile(path, data, mode, gid); err != nil {
 			return wrote, err
 		}
 		wrote = append(wrote, f.Name)
 	}
 	return wrote, nil
 }
+
+// MergeEnv is old with its RAMPART_ARGS line replaced by rendered's (the
+// first one; later ones are dropped), or rendered's appended when old has
+// none. Every other line of old stays as it was.
+func MergeEnv(old, rendered []byte) []byte {
+	var line []byte
+	for _, l := range bytes.Split(rendered, []byte("\n")) {
+		if bytes.HasPrefix(l, []byte(argsKey)) {
+			line = l
+			break
+		}
+	}
+	var out [][]byte
+	done := false
+	for _, l := range bytes.Split(bytes.TrimSuffix(old, []byte("\n")), []byte("\n")) {
+		if bytes.HasPrefix(bytes.TrimLeft(l, " \t"), []byte(argsKey)) {
+			if !done {
+				out = append(out, line)
+				done = true
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	if !done {
+		out = append(out, line)
+	}
+	return append(bytes.Join(out, []byte("\n")), '\n')
+}
+
+const argsKey = "RAMPART_ARGS="
 
 func writeFile(path string, data []byte, mode os.FileMode, gid int) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
