@@ -45,10 +45,9 @@ type File struct {
 // Render expects a config Parse accepted.
 func (c *Config) Render(dir string) ([]File, error) {
 	var files []File
-	// -keep-vips and the proxy's drain timings are the package's defaults
-	// (its agent.env and proxy.env): a restart keeps the VIPs up, a stop
-	// drains.
-	agent := []string{"-interfaces", strings.Join(c.Interfaces, ","), "-keep-vips", "-handoff-socket", HandoffSocket,
+	// -keep-vips and the proxy's drain timings are on the units' ExecStart
+	// lines (the package's), not here.
+	agent := []string{"-interfaces", strings.Join(c.Interfaces, ","), "-handoff-socket", HandoffSocket,
 		"-region", c.Node.Region, "-site-name", c.Node.ID}
 	if c.XDPMode != "" && c.XDPMode != "auto" {
 		agent = append(agent, "-xdp-mode", c.XDPMode)
@@ -66,8 +65,7 @@ func (c *Config) Render(dir string) ([]File, error) {
 		files = append(files, File{Name: AnycastYML, Data: data, Secret: true})
 		agent = append(agent, "-anycast-config", filepath.Join(dir, AnycastYML))
 	}
-	proxy := []string{"-handoff-socket", HandoffSocket, "-unready-delay", "5s", "-drain-timeout", "30s", "-access-log", "stdout",
-		"-region", c.Node.Region, "-public-key", pub}
+	proxy := []string{"-handoff-socket", HandoffSocket, "-region", c.Node.Region, "-public-key", pub}
 	if k := c.Control; k != nil {
 		tok := k.TokenFile
 		if k.Token != "" {
