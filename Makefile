@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null | sed 's/^v
 	echo "0.0.0~git$$(git log -1 --format=%cd --date=format:%Y%m%d%H%M%S 2>/dev/null).$$(git rev-parse --short=12 HEAD 2>/dev/null)")
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(GIT_COMMIT)
 
-.PHONY: run build test deps vet fuzz bench perf gen-bpf clean lab lab-down drill deb deb-test
+.PHONY: run build test deps vet fuzz bench perf gen-bpf clean lab lab-down drill deb deb-test image image-test
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rampart
@@ -76,6 +76,17 @@ deb-test:
 	hack/deps.sh images
 	cd images/deb && $(GO) test -count=1 -v ./...
 
+## image: a bootable Debian 12 disk image of a node, bin/image/rampart.img (root; images/rootfs/README.md)
+image: deb
+	hack/deps.sh images
+	images/rootfs/build.sh
+
+## image-test: build a test image (images/rootfs/test/) and boot it under qemu (TCG) until the agent and proxy are active
+image-test: deb
+	hack/deps.sh images
+	OUT=bin/image-test NODE_YAML=images/rootfs/test/node.yaml EXTRA_DIR=images/rootfs/test/overlay \
+	  EXTRA_UNITS=rampart-image-check.service images/rootfs/build.sh
+	images/rootfs/boot-test.sh bin/image-test/rampart.img
 
 clean:
 	rm -rf bin dist

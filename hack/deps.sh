@@ -29,6 +29,15 @@ case "$what" in
     want setpriv util-linux
     want ip iproute2
     ;;&
+  images|all)
+    # make image (a raw disk with extlinux) and make image-test (a qemu boot); not needed by make test.
+    want sfdisk fdisk
+    want mkfs.ext4 e2fsprogs
+    want losetup mount
+    want extlinux extlinux
+    [ -f /usr/lib/syslinux/mbr/mbr.bin ] || need+=(syslinux-common)
+    want qemu-system-x86_64 qemu-system-x86
+    ;;&
   perf|all)
     want curl curl
     want openssl openssl
