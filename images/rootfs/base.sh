@@ -13,10 +13,9 @@ cache=${RAMPART_IMAGE_CACHE:-/var/cache/rampart-images}
 # What the node needs besides minbase: systemd as init, udev for the disk and NIC, iproute2 for
 # VIPs, kmod, ca-certificates for the control plane's TLS, initramfs-tools for the kernel.
 packages=(initramfs-tools systemd systemd-sysv udev dbus kmod iproute2 ca-certificates adduser)
-# The kernel comes from bookworm-backports (6.12 on 2026-12-02): Debian 12's own 6.1 verifier
-# refuses rampart's XDP program ("math between pkt pointer and register with unbounded min
-# value" at the IPv6 payload length check), so the agent could not start on it.
-# KERNEL_SUITE=bookworm takes the stock kernel instead.
+# The kernel comes from bookworm-backports (6.12 on 2026-12-02), the newest verifier Debian 12
+# has; KERNEL_SUITE=bookworm takes the stock 6.1. Both still refuse rampart's XDP program at the
+# IPv6 payload length check (images/rootfs/README.md, "Known failure").
 kernel_suite=${KERNEL_SUITE:-$suite-backports}
 
 key=$(printf '%s\n' "$suite" "$arch" "$mirror" "$kernel_suite" "${packages[@]}" | sha256sum | cut -c1-16)
