@@ -487,11 +487,24 @@ static __always_inline int l4(void *l4, void *end, __u8 proto)
 	return 0;
 }
 
+/* be16_len reads a 16-bit big-endian length the verifier can bound. Debian
+ * 12's kernels (6.1, 6.12) do not track bounds through a byte swap, so
+ * `pointer + bpf_ntohs(len)` is refused there ("math between pkt pointer and
+ * register with unbounded min value"); barrier_var hides the swap's range
+ * from clang so the mask stays in the code, and the mask bounds it for the
+ * verifier (6.18 accepts either form). */
+static __always_inline __u32 be16_len(__be16 v)
+{
+	__u32 n = bpf_ntohs(v);
+	barrier_var(n);
+	return n & 0xffff;
+}
+
 static __always_inline int do_v4(struct iphdr *ip, void *end)
 {
 	if ((void *)(ip + 1) > end)
 		return malformed(0);
-	__u32 hl = ip->ihl * 4, tot = bpf_ntohs(ip->tot_len);
+	__u32 hl = ip->ihl * 4, tot = be16_len(ip->tot_len);
 	if (ip->version != 4 || hl < sizeof(*ip) || tot < hl || (void *)ip + tot > end)
 		return malformed(vip4_addr(ip->daddr));
 	if (ip->frag_off & bpf_htons(0x3fff)) /* MF or offset: no usable L4 */
@@ -516,7 +529,7 @@ static __always_inline int do_v6(struct ipv6hdr *ip6, void *end)
 	if ((void *)(ip6 + 1) > end)
 		return malformed(0);
 	void *p = ip6 + 1;
-	if (ip6->version != 6 || p + bpf_ntohs(ip6->payload_len) > end)
+	if (ip6->version != 6 || p + be16_len(ip6->payload_len) > end)
 		return malformed(vip6_addr(&ip6->daddr));
 	__u8 nh = ip6->nexthdr;
 	if (nh != IPPROTO_TCP && nh != IPPROTO_UDP) { /* not the common case */
