@@ -118,13 +118,7 @@ func (p *Proc) stop(grace time.Duration) error {
 	if waitGone(p, grace) {
 		return nil
 	}
-	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%s: SIGKILL pid %d: %w", p.Name, p.PID, err)
-	}
-	if waitGone(p, 30*time.Second) {
-		return nil
-	}
-	return fmt.Errorf("%s: pid %d still there 30s after SIGKILL", p.Name, p.PID)
+	return p.kill()
 }
 
 // kill sends SIGKILL and waits for the process to be gone.

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -76,15 +75,7 @@ func (l *Lab) startRouter() error {
 
 // Birdc runs one birdc command (e.g. "show route all") against the router.
 func (r *Router) Birdc(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "/usr/sbin/birdc", append([]string{"-s", r.Sock}, args...)...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("birdc %s: %w: %s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String(), nil
+	return birdtest.Birdc(r.Sock, 10*time.Second, args...)
 }
 
 // Routes returns the router's BGP paths for prefix (e.g. 192.0.2.10/32; a

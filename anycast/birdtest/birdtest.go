@@ -171,10 +171,16 @@ func (r *Router) config(c Config) string {
 
 // Birdc runs one birdc command and returns its output.
 func (r *Router) Birdc(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	return Birdc(r.Sock, 5*time.Second, args...)
+}
+
+// Birdc runs one birdc command against the control socket sock, giving up
+// after timeout, and returns its output (also on error).
+func Birdc(sock string, timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "/usr/sbin/birdc", append([]string{"-s", r.Sock}, args...)...)
+	cmd := exec.CommandContext(ctx, "/usr/sbin/birdc", append([]string{"-s", sock}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return out.String(), fmt.Errorf("birdc %s: %w: %s", strings.Join(args, " "), err, out.String())
