@@ -137,8 +137,14 @@ func bootContainer(t *testing.T) *container {
 	deadline := time.Now().Add(60 * time.Second)
 	for c.pid1 == 0 && time.Now().Before(deadline) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.cmd.Process.Pid, c.cmd.Process.Pid))
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			c.pid1, _ = strconv.Atoi(f[0])
+		// nspawn's first child is a short-lived helper that clones the
+		// container's init and exits: take the child only once it is
+		// systemd (nsenter into the helper failed once: its /proc entry
+		// was gone).
+		for _, pid := range strings.Fields(string(b)) {
+			if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) == "systemd" {
+				c.pid1, _ = strconv.Atoi(pid)
+			}
 		}
 		select {
 		case err := <-done:
