@@ -184,7 +184,10 @@ routes: [{id: hello, host: "*", methods: [GET], path_template: /hello, upstream_
 	}
 	var st struct {
 		Listeners []struct{ Name, Address, SnapshotAddress, Bound string } `json:"listeners"`
-		Control   struct{ State, URL string }
+		Control   struct {
+			State, URL string
+			Failures   int
+		}
 	}
 	if err := json.Unmarshal([]byte(get(t, "http://"+adminAddr+"/status")), &st); err != nil {
 		t.Fatal(err)
@@ -240,7 +243,12 @@ routes: [{id: hello, host: "*", methods: [GET], path_template: /hello, upstream_
 		_ = json.Unmarshal([]byte(get(t, "http://"+adminAddr+"/status")), &st)
 		return st.Control.State == "unreachable"
 	})
-	time.Sleep(time.Second) // retries go on meanwhile
+	// Retries go on: wait for three more failed requests, then count the WARN lines.
+	failed := st.Control.Failures
+	poll(t, 30*time.Second, "three more failed requests to the control plane", func() bool {
+		_ = json.Unmarshal([]byte(get(t, "http://"+adminAddr+"/status")), &st)
+		return st.Control.Failures >= failed+3
+	})
 	if n := proxy.count(`"msg":"control plane unreachable`); n != 1 {
 		proxy.mu.Lock()
 		defer proxy.mu.Unlock()

@@ -24,6 +24,9 @@ type ControlState struct {
 	Since     time.Time `json:"since"` // when State last changed
 	// LastContact is the last answer from the control plane.
 	LastContact time.Time `json:"last_contact,omitzero"`
+	// Failures counts the requests in a row that got no answer or a 5xx
+	// (0 once one is answered): retries going on show as it grows.
+	Failures int `json:"failures"`
 }
 
 // Control is the node's view of its control plane.
@@ -56,6 +59,11 @@ func (cl *Client) contact(what string, resp *http.Response, err error) {
 	cl.ctl.State, cl.ctl.Reachable = state, state == ControlOK || state == ControlRefused
 	if resp != nil {
 		cl.ctl.LastContact = now
+	}
+	if state == ControlUnreachable {
+		cl.ctl.Failures++
+	} else {
+		cl.ctl.Failures = 0
 	}
 	if msg != "" {
 		cl.ctl.LastError = msg

@@ -175,7 +175,7 @@ func TestControlReachability(t *testing.T) {
 	// Many retries fail meanwhile; the outage is still logged once.
 	eventually(t, "retries against the down control plane", func() bool { return failed.Load() >= 6 })
 	st := c.Control()
-	if st.Reachable || !strings.Contains(st.LastError, "503") || st.Since.IsZero() {
+	if st.Reachable || !strings.Contains(st.LastError, "503") || st.Since.IsZero() || st.Failures < 1 {
 		t.Fatalf("down: %+v", st)
 	}
 	if n := logs.count("level=WARN msg=\"control plane unreachable"); n != 1 {
@@ -183,6 +183,9 @@ func TestControlReachability(t *testing.T) {
 	}
 	down.Store(false)
 	eventually(t, "reachable again", func() bool { return c.Control().State == ControlOK })
+	if f := c.Control().Failures; f != 0 {
+		t.Fatalf("failures after recovery = %d, want 0", f)
+	}
 	if n := logs.count("control plane reachable"); n < 2 || !c.Control().Reachable {
 		t.Fatalf("recovery not logged or shown:\n%s", logs.String())
 	}
