@@ -151,6 +151,8 @@ type Route struct {
 	// Match and BodyRoute: match.go and bodyroute.go.
 	Match     *RouteMatch `yaml:"match" json:"match,omitempty"`
 	BodyRoute *BodyRoute  `yaml:"body_route" json:"body_route,omitempty"`
+	// Cache: cache.go.
+	Cache *RouteCache `yaml:"cache" json:"cache,omitempty"`
 }
 
 // RetryPolicy bounds how a route's requests are retried.

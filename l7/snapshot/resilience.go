@@ -18,6 +18,9 @@ type Limits struct {
 	// DrainTimeoutMs is how long in-flight requests get on shutdown.
 	// Default 30000.
 	DrainTimeoutMs int `yaml:"drain_timeout_ms" json:"drain_timeout_ms"`
+	// CacheMaxBytes bounds the response cache's memory (all routes).
+	// 0 takes the default 256 MiB; 1 MiB..64 GiB.
+	CacheMaxBytes int `yaml:"cache_max_bytes" json:"cache_max_bytes,omitempty"`
 }
 
 // HealthCheck is an active HTTP check of every endpoint of a cluster.
@@ -128,6 +131,7 @@ func normalizeResilience(c *Config) {
 	setDefault(&c.Limits.MaxConcurrentRequests, DefaultMaxConcurrentRequests)
 	setDefault(&c.Limits.MaxRetryBodyBytes, DefaultMaxRetryBodyBytes)
 	setDefault(&c.Limits.DrainTimeoutMs, DefaultDrainTimeoutMs)
+	normalizeCache(c)
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		if cl.Protocol == "" {

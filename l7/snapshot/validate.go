@@ -63,6 +63,7 @@ func Validate(c *Config) error {
 	clusters := validateClusters(c.Clusters, &p)
 	auth, quota := validatePolicies(c, &p)
 	validateRoutes(c, clusters, auth, quota, &p)
+	validateCache(c, &p)
 	validateResilience(c, &p)
 	validateL4(c, &p)
 	validateRegional(c, &p)

@@ -1,0 +1,231 @@
+package cache
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// Object is one stored response.
+type Object struct {
+	Status   int
+	Header   http.Header // as received, without hop-by-hop fields, Age and Cache-Status
+	Body     []byte
+	Stored   time.Time     // when stored, or last refreshed by a 304
+	BaseAge  time.Duration // the Age the response came with (RFC 9111 4.2.3, corrected_initial_age)
+	Lifetime time.Duration // freshness lifetime
+	CC       ResponseCC
+	// What purge rules match on.
+	Route     string
+	Target    string // host + path + ("?" query): what a key prefix matches
+	Surrogate []string
+
+	vary []string // request header names (canonical) of the secondary key; nil: none
+}
+
+// Age is the object's current age (RFC 9111 4.2.3).
+func (o *Object) Age(now time.Time) time.Duration {
+	a := o.BaseAge + now.Sub(o.Stored)
+	if a < 0 {
+		return 0
+	}
+	return a
+}
+
+// TTL is how long the object stays fresh from now (negative: stale by that much).
+func (o *Object) TTL(now time.Time) time.Duration { return o.Lifetime - o.Age(now) }
+
+// Validators reports whether the object can be revalidated (ETag or Last-Modified).
+func (o *Object) Validators() bool {
+	return o.Header.Get("ETag") != "" || o.Header.Get("Last-Modified") != ""
+}
+
+// keep is how long the store holds the object past its freshness: the
+// longer stale window, or a minute to revalidate when it has validators.
+func (o *Object) keep(swr, sie time.Duration) time.Duration {
+	k := max(swr, sie)
+	if o.Validators() && k < time.Minute {
+		k = time.Minute
+	}
+	return k
+}
+
+func (o *Object) weight() uint32 {
+	n := len(o.Body) + 256 + len(o.Target)
+	for k, vs := range o.Header {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v) + 16
+		}
+	}
+	return uint32(min(n, 1<<31))
+}
+
+type slot struct {
+	obj    *Object
+	vary   []string // set on a primary slot of a varying response: the names of the secondary key
+	expire time.Duration
+}
+
+// Store holds objects by key, bounded by the bytes they weigh (otter's
+// S3-FIFO admission and eviction by weight), each expiring when it is no
+// longer useful even stale.
+type Store struct {
+	c         *otter.Cache[string, *slot]
+	evictions atomic.Uint64
+	OnEvict   func() // called for each eviction by size (metrics); may be nil
+}
+
+// NewStore makes a store bounded by maxBytes.
+func NewStore(maxBytes int64) *Store {
+	s := &Store{}
+	s.c = otter.Must(&otter.Options[string, *slot]{
+		MaximumWeight: uint64(maxBytes),
+		Weigher: func(k string, v *slot) uint32 {
+			if v.obj == nil {
+				return uint32(len(k) + 64)
+			}
+			return uint32(len(k)) + v.obj.weight()
+		},
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *slot]) time.Duration { return e.Value.expire }),
+		OnDeletion: func(e otter.DeletionEvent[string, *slot]) {
+			if e.Cause == otter.CauseOverflow {
+				s.evictions.Add(1)
+				if f := s.OnEvict; f != nil {
+					f()
+				}
+			}
+		},
+	})
+	return s
+}
+
+// SetMaxBytes changes the bound (a new snapshot's limits.cache_max_bytes).
+func (s *Store) SetMaxBytes(n int64) { s.c.SetMaximum(uint64(n)) }
+
+// Bytes is the weight of what the store holds now.
+func (s *Store) Bytes() uint64 { return s.c.WeightedSize() }
+
+// Evictions counts objects evicted to stay within the bound.
+func (s *Store) Evictions() uint64 { return s.evictions.Load() }
+
+// Get finds the object for key that matches req's header on the stored
+// response's Vary fields; nil when there is none.
+func (s *Store) Get(key string, req http.Header) *Object {
+	sl, ok := s.c.GetIfPresent(key)
+	if !ok {
+		return nil
+	}
+	if sl.vary == nil {
+		return sl.obj
+	}
+	v, ok := s.c.GetIfPresent(secondaryKey(key, sl.vary, req))
+	if !ok {
+		return nil
+	}
+	return v.obj
+}
+
+// Put stores o under key (and, when the response varies, under the
+// secondary key of req's header values). swr and sie are the route's
+// stale windows (the response's own, when longer, win).
+func (s *Store) Put(key string, req http.Header, o *Object) {
+	swr, sie := o.CC.SWR, o.CC.SIE
+	exp := max(o.Lifetime-o.BaseAge, 0) + o.keep(swr, sie)
+	if exp <= 0 {
+		return
+	}
+	vary := varyNames(o.Header)
+	o.vary = vary
+	if vary == nil {
+		s.c.Set(key, &slot{obj: o, expire: exp})
+		return
+	}
+	// The primary slot names the fields; it outlives its variants a little.
+	s.c.Set(key, &slot{vary: vary, expire: exp + time.Minute})
+	s.c.Set(secondaryKey(key, vary, req), &slot{obj: o, expire: exp})
+}
+
+// Refresh re-stores o after a 304 made it fresh again.
+func (s *Store) Refresh(key string, req http.Header, o *Object) { s.Put(key, req, o) }
+
+// Delete removes key's object (and the variant req selects).
+func (s *Store) Delete(key string, req http.Header) {
+	sl, ok := s.c.GetIfPresent(key)
+	if ok && sl.vary != nil {
+		s.c.Invalidate(secondaryKey(key, sl.vary, req))
+	}
+	s.c.Invalidate(key)
+}
+
+// Remove deletes every object for which match returns true and reports
+// how many it removed.
+func (s *Store) Remove(match func(o *Object) bool) int {
+	n := 0
+	for k, sl := range s.c.All() {
+		if sl.obj != nil && match(sl.obj) {
+			s.c.Invalidate(k)
+			n++
+		}
+	}
+	return n
+}
+
+// Len is the number of slots (objects, and the Vary records of varying responses).
+func (s *Store) Len() int { return s.c.EstimatedSize() }
+
+// varyNames lists a response's Vary field names, canonical, sorted and
+// without duplicates; nil when it has none.
+func varyNames(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Vary") {
+		for _, f := range strings.Split(v, ",") {
+			f = http.CanonicalHeaderKey(strings.TrimSpace(f))
+			if f == "" {
+				continue
+			}
+			dup := false
+			for _, o := range out {
+				dup = dup || o == f
+			}
+			if !dup {
+				out = append(out, f)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// secondaryKey appends the normalised values of req's vary fields to key:
+// all the field's lines joined by ",", spaces around commas and runs of
+// white space collapsed, lower-cased (the fields Vary usually names,
+// Accept-Encoding, Accept-Language, Accept, compare case-insensitively).
+func secondaryKey(key string, names []string, req http.Header) string {
+	var b strings.Builder
+	b.WriteString(key)
+	for _, n := range names {
+		b.WriteString("\x01")
+		b.WriteString(n)
+		b.WriteByte('=')
+		first := true
+		for _, v := range req.Values(n) {
+			for _, part := range strings.Split(v, ",") {
+				part = strings.Join(strings.Fields(part), " ")
+				if part == "" {
+					continue
+				}
+				if !first {
+					b.WriteByte(',')
+				}
+				first = false
+				b.WriteString(strings.ToLower(part))
+			}
+		}
+	}
+	return b.String()
+}
