@@ -26,7 +26,12 @@ func TestCacheValidation(t *testing.T) {
 		{"swr negative", func(c *Config) { cached(c, &RouteCache{StaleWhileRevalidateMs: -5}) }, `stale_while_revalidate_ms -5`},
 		{"sie over", func(c *Config) { cached(c, &RouteCache{StaleIfErrorMs: MaxCacheWindowMs + 1}) }, `stale_if_error_ms 86400001`},
 		{"shared without auth", func(c *Config) { r := cached(c, &RouteCache{Shared: true}); r.AuthPolicyID = "" }, `shared is only for authenticated routes`},
-		{"no GET", func(c *Config) { r := cached(c, &RouteCache{}); r.Methods = []string{"POST"}; r.RequestClass = "write"; r.Idempotency = "none" }, `serves no GET or HEAD`},
+		{"no GET", func(c *Config) {
+			r := cached(c, &RouteCache{})
+			r.Methods = []string{"POST"}
+			r.RequestClass = "write"
+			r.Idempotency = "none"
+		}, `serves no GET or HEAD`},
 		{"limit under", func(c *Config) { c.Limits.CacheMaxBytes = 1000 }, `limits: cache_max_bytes 1000 must be between 1048576`},
 	}
 	for _, tc := range cases {
