@@ -24,6 +24,10 @@ type Object struct {
 	Target    string // host + path + ("?" query): what a key prefix matches
 	Surrogate []string
 
+	// Keep is how long past its freshness the object may still serve
+	// (the longer of the stale windows).
+	Keep time.Duration
+
 	vary []string // request header names (canonical) of the secondary key; nil: none
 }
 
@@ -44,10 +48,10 @@ func (o *Object) Validators() bool {
 	return o.Header.Get("ETag") != "" || o.Header.Get("Last-Modified") != ""
 }
 
-// keep is how long the store holds the object past its freshness: the
-// longer stale window, or a minute to revalidate when it has validators.
-func (o *Object) keep(swr, sie time.Duration) time.Duration {
-	k := max(swr, sie)
+// keep is how long the store holds the object past its freshness: Keep,
+// or at least a minute to revalidate when it has validators.
+func (o *Object) keep() time.Duration {
+	k := o.Keep
 	if o.Validators() && k < time.Minute {
 		k = time.Minute
 	}
@@ -131,11 +135,9 @@ func (s *Store) Get(key string, req http.Header) *Object {
 }
 
 // Put stores o under key (and, when the response varies, under the
-// secondary key of req's header values). swr and sie are the route's
-// stale windows (the response's own, when longer, win).
+// secondary key of req's header values), for its freshness and Keep.
 func (s *Store) Put(key string, req http.Header, o *Object) {
-	swr, sie := o.CC.SWR, o.CC.SIE
-	exp := max(o.Lifetime-o.BaseAge, 0) + o.keep(swr, sie)
+	exp := o.Expiry()
 	if exp <= 0 {
 		return
 	}
@@ -148,6 +150,12 @@ func (s *Store) Put(key string, req http.Header, o *Object) {
 	// The primary slot names the fields; it outlives its variants a little.
 	s.c.Set(key, &slot{vary: vary, expire: exp + time.Minute})
 	s.c.Set(secondaryKey(key, vary, req), &slot{obj: o, expire: exp})
+}
+
+// Expiry is how long from its storing the store holds o: fresh, then
+// stale for keep (0: o is not worth storing).
+func (o *Object) Expiry() time.Duration {
+	return max(o.Lifetime-o.BaseAge, 0) + o.keep()
 }
 
 // Refresh re-stores o after a 304 made it fresh again.

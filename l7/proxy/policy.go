@@ -60,7 +60,7 @@ func buildPolicies(rt *Runtime, env *runtimeEnv, prev *Runtime) error {
 			return err
 		}
 		rr.fwd = forwardStage{p: env.proxy, rr: rr}
-		rr.chain = append(chain, &rr.fwd)
+		rr.chain = chain.Then(&rr.fwd)
 	}
 	return nil
 }

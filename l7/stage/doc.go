@@ -29,7 +29,11 @@
 //     headers, after the rules.
 //  10. regional (SlotRegional): the regional routing policy; it narrows
 //     Exchange.Regions, the endpoints forward may pick.
-//  11. forward (package proxy, appended to every route's chain): admission,
+//  11. cache (SlotCache): a route with cache answers GET/HEAD from the
+//     proxy's store (l7/cache), or runs forward itself through a recorder
+//     that keeps a storable answer; Chain.Then hands it forward at build
+//     time, so routes without cache pay nothing.
+//  12. forward (package proxy, appended to every route's chain): admission,
 //     the request body, an endpoint pick per attempt (cluster.Pick with
 //     Exchange.Regions), retries, the response and its header rules.
 //

@@ -11,6 +11,7 @@ type Metrics struct {
 	AuthFailures *prometheus.CounterVec // rampart_auth_failures_total{policy, reason}
 	Denied       *prometheus.CounterVec // rampart_denied_total{match}
 	reg          prometheus.Registerer
+	cache        cacheState // the response cache's store, made by the first cached route
 }
 
 // NewMetrics makes the stages' series and registers them on reg.

@@ -49,6 +49,17 @@ func (c Chain) Run(x *Exchange) bool {
 	return true
 }
 
+// Then is c followed by last (the proxy's forward stage); a stage that
+// runs the next one itself (the cache) is handed last here, at build time.
+func (c Chain) Then(last Stage) Chain {
+	for _, s := range c {
+		if w, ok := s.(interface{ setNext(Stage) }); ok {
+			w.setNext(last)
+		}
+	}
+	return append(c, last)
+}
+
 // Names lists the chain's stage names in order (for tests and errors).
 func (c Chain) Names() []string {
 	out := make([]string, len(c))
@@ -138,10 +149,11 @@ const (
 	SlotHeaders                     // request header rules
 	SlotIdentityHeaders             // the verified identity's headers (set after the rules)
 	SlotRegional                    // the regional routing policy: narrows Regions
+	SlotCache                       // the response cache: answers from the store or runs forward itself
 	numSlots
 )
 
-var slotNames = [numSlots]string{"body_route", "auth", "deny_identity", "scopes", "quota", "headers", "identity_headers", "regional"}
+var slotNames = [numSlots]string{"body_route", "auth", "deny_identity", "scopes", "quota", "headers", "identity_headers", "regional", "cache"}
 
 func (s Slot) String() string {
 	if s >= 0 && s < numSlots {
