@@ -4,13 +4,12 @@
 package cache
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lestrrat-go/httpcc"
 )
 
 // ResponseCC is the subset of a response's Cache-Control that a shared
@@ -47,9 +46,9 @@ func ParseResponseCC(v string) (ResponseCC, error) {
 	if v == "" {
 		return cc, nil
 	}
-	toks, err := httpcc.ParseResponseDirectives(v)
+	toks, err := directives(v)
 	if err != nil {
-		return cc, fmt.Errorf("cache-control %q: %w", v, err)
+		return cc, err
 	}
 	for _, t := range toks {
 		switch strings.ToLower(t.Name) {
@@ -107,9 +106,9 @@ func ParseRequestCC(h http.Header) (RequestCC, error) {
 		}
 		return cc, nil
 	}
-	toks, err := httpcc.ParseRequestDirectives(v)
+	toks, err := directives(v)
 	if err != nil {
-		return cc, fmt.Errorf("request cache-control %q: %w", v, err)
+		return cc, fmt.Errorf("request %w", err)
 	}
 	for _, t := range toks {
 		switch strings.ToLower(t.Name) {
@@ -126,6 +125,83 @@ func ParseRequestCC(h http.Header) (RequestCC, error) {
 		}
 	}
 	return cc, nil
+}
+
+// directive is one Cache-Control directive: a name and its value, a
+// quoted-string value unquoted.
+type directive struct{ Name, Value string }
+
+// errCacheControl marks a Cache-Control field value that does not parse.
+var errCacheControl = errors.New("malformed cache-control")
+
+// directives splits a Cache-Control field value (RFC 9111 5.2: a list of
+// token [ "=" ( token / quoted-string ) ]). Hand-written: the library
+// tried first (github.com/lestrrat-go/httpcc v1.0.1) panics on "max-age="
+// (an index out of range its fuzz target here found), and an upstream's
+// header must never crash the proxy.
+func directives(v string) ([]directive, error) {
+	var out []directive
+	for i := 0; i < len(v); {
+		j := i
+		for j < len(v) && v[j] != ',' && v[j] != '=' {
+			j++
+		}
+		d := directive{Name: strings.TrimSpace(v[i:j])}
+		i = j
+		if i < len(v) && v[i] == '=' {
+			i++
+			for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
+				i++
+			}
+			if i < len(v) && v[i] == '"' {
+				var b strings.Builder
+				i++
+				closed := false
+				for i < len(v) {
+					c := v[i]
+					i++
+					if c == '\\' && i < len(v) {
+						b.WriteByte(v[i])
+						i++
+						continue
+					}
+					if c == '"' {
+						closed = true
+						break
+					}
+					b.WriteByte(c)
+				}
+				if !closed {
+					return nil, fmt.Errorf("%w %q: unterminated quoted string", errCacheControl, v)
+				}
+				d.Value = b.String()
+				for i < len(v) && v[i] != ',' {
+					if v[i] != ' ' && v[i] != '\t' {
+						return nil, fmt.Errorf("%w %q: bytes after a quoted string", errCacheControl, v)
+					}
+					i++
+				}
+			} else {
+				j := i
+				for j < len(v) && v[j] != ',' {
+					j++
+				}
+				d.Value = strings.TrimSpace(v[i:j])
+				i = j
+			}
+		}
+		if i < len(v) {
+			i++ // the comma
+		}
+		if d.Name == "" {
+			if d.Value != "" {
+				return nil, fmt.Errorf("%w %q: a value without a directive name", errCacheControl, v)
+			}
+			continue // empty list elements are allowed (RFC 9110 5.6.1)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // maxDelta caps delta-seconds at 2^31 as RFC 9111 1.2.2 says.

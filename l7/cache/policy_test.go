@@ -24,6 +24,12 @@ func TestParseResponseCC(t *testing.T) {
 		{"max-age=1, stale-while-revalidate=2, stale-if-error=3", ResponseCC{MaxAge: time.Second, HasMaxAge: true, SWR: 2 * time.Second, HasSWR: true, SIE: 3 * time.Second, HasSIE: true}, false},
 		{"max-age=99999999999", ResponseCC{MaxAge: maxDelta * time.Second, HasMaxAge: true}, false},
 		{"max-age=abc", ResponseCC{}, true},
+		{"max-age=", ResponseCC{}, true},
+		{"=", ResponseCC{}, true},
+		{`max-age="30"`, ResponseCC{MaxAge: 30 * time.Second, HasMaxAge: true}, false},
+		{`no-cache="a`, ResponseCC{}, true},
+		{` , ,public,`, ResponseCC{Public: true}, false},
+		{`MAX-AGE=5`, ResponseCC{MaxAge: 5 * time.Second, HasMaxAge: true}, false},
 		{"max-age=-1", ResponseCC{}, true},
 	}
 	for _, c := range cases {
