@@ -25,7 +25,7 @@ func TestParseResponseCC(t *testing.T) {
 		{"max-age=99999999999", ResponseCC{MaxAge: maxDelta * time.Second, HasMaxAge: true}, false},
 		{"max-age=abc", ResponseCC{}, true},
 		{"max-age=", ResponseCC{}, true},
-		{"=", ResponseCC{}, true},
+		{"=", ResponseCC{}, false}, // an empty element with an empty value: ignored
 		{`max-age="30"`, ResponseCC{MaxAge: 30 * time.Second, HasMaxAge: true}, false},
 		{`no-cache="a`, ResponseCC{}, true},
 		{` , ,public,`, ResponseCC{Public: true}, false},
