@@ -22,6 +22,8 @@ require (
 
 require github.com/maypok86/otter/v2 v2.4.0
 
+require github.com/cloudflare/tableflip v1.2.3 // indirect
+
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/dgryski/go-farm v0.0.0-20200201041132-a6ae2369ad13 // indirect

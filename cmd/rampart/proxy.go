@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,6 +37,8 @@ func cmdProxy(args []string) error {
 	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second (default with -control-url: <state-dir>/deny.json)")
 	regionState := fs.String("region-state", "", "signed region-state document (rampart regionstate build) watched and applied within a second; none: every regional signal unknown")
 	regionStateMaxAge := fs.Duration("region-state-max-age", regionwatch.DefaultMaxAge, "a region-state document older than this (by its creation time) counts as absent (1s..24h)")
+	pidFile := fs.String("pid-file", "", "file where the serving process writes its PID once ready (systemd PIDFile= follows it across SIGHUP upgrades)")
+	upgradeTimeout := fs.Duration("upgrade-timeout", time.Minute, "on SIGHUP, how long the new process gets to become ready before the old gives up on it and keeps serving (1s..10m)")
 	node := addNodeFlags(fs)
 	var overrides repeated
 	fs.Var(&overrides, "listen-override", "NAME=ADDR: listen on ADDR instead of the snapshot's address for listener NAME, on this node only (repeatable)")
@@ -66,20 +69,45 @@ func cmdProxy(args []string) error {
 		return err
 	}
 	defer closeLog()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	log := newLogger()
+	upg, err := newUpgrader(*pidFile, *upgradeTimeout, log)
+	if err != nil {
+		return err
+	}
+	defer upg.stop()
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The process drains on SIGTERM, and once a new process took over.
+	ctx, cancel := context.WithCancel(sigCtx)
+	defer cancel()
+	go func() {
+		select {
+		case <-upg.exit():
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	var startErr error
 	var client nodeClient
-	return daemon.Run(ctx, daemon.Config{ListenOverrides: listen, ControlStatus: client.status,
+	err = daemon.Run(ctx, daemon.Config{ListenOverrides: listen, ControlStatus: client.status,
+		Sockets: upg, AdminListen: upg.AdminListen, UpgradeStatus: upg.status,
 		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin, Pprof: *pprofOn,
 		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile,
-		RegionStateFile: *regionState, RegionStateMaxAge: *regionStateMaxAge, HandoffSocket: *handoffSock, Logger: newLogger(),
+		RegionStateFile: *regionState, RegionStateMaxAge: *regionStateMaxAge, HandoffSocket: *handoffSock, Logger: log,
 		Started: func(p *proxy.Proxy, a net.Addr) {
-			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion)
+			if startErr = upg.ready(p); startErr != nil {
+				log.Error("not ready", "err", startErr)
+				cancel()
+				return
+			}
+			slog.Info("rampart proxy started", "admin", a.String(), "active", p.Status().ActiveVersion, "pid", os.Getpid())
 			if withControl {
 				client.start(ctx, nc, a.String())
 			}
+			go upg.run(ctx)
 		},
 	})
+	return errors.Join(startErr, err)
 }
 
 func newLogger() *slog.Logger {

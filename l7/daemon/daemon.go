@@ -16,6 +16,7 @@ import (
 
 	"github.com/rampart-edge/rampart/l7/denywatch"
 	"github.com/rampart-edge/rampart/l7/handoff"
+	"github.com/rampart-edge/rampart/l7/listener"
 	"github.com/rampart-edge/rampart/l7/proxy"
 	"github.com/rampart-edge/rampart/l7/region"
 	"github.com/rampart-edge/rampart/l7/regionwatch"
@@ -61,6 +62,14 @@ type Config struct {
 	// ControlStatus, when set, is shown in /status as "control" (the node
 	// client's view of its control plane).
 	ControlStatus func() any
+	// Sockets, when set, gives the snapshot's listeners their sockets
+	// (cmd/rampart: inherited across a graceful re-exec); nil binds them.
+	Sockets listener.SocketSource
+	// AdminListen, when set, opens the admin listener (cmd/rampart:
+	// inherited across a graceful re-exec); nil binds AdminAddr.
+	AdminListen func(addr string) (net.Listener, error)
+	// UpgradeStatus, when set, is shown in /status as "upgrade".
+	UpgradeStatus func() any
 	// Started, when set, is called once the admin listener is up and the
 	// first scan is done.
 	Started func(p *proxy.Proxy, admin net.Addr)
@@ -95,7 +104,7 @@ func Run(ctx context.Context, c Config) error {
 			log.Error("region state not used", "err", err)
 		}
 	}
-	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region, Regional: live})
+	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region, Regional: live, Sockets: c.Sockets})
 	if rs != nil {
 		if err := rs.Register(p.Metrics().Registry); err != nil {
 			return fmt.Errorf("region-state metrics: %w", err)
@@ -111,14 +120,26 @@ func Run(ctx context.Context, c Config) error {
 		log.Error("last-known-good snapshot not used", "err", err)
 	}
 
-	lc := net.ListenConfig{}
-	lc.SetMultipathTCP(false)
-	aln, err := lc.Listen(ctx, "tcp", c.AdminAddr)
+	var aln net.Listener
+	var err error
+	if c.AdminListen != nil {
+		aln, err = c.AdminListen(c.AdminAddr)
+	} else {
+		lc := net.ListenConfig{}
+		lc.SetMultipathTCP(false)
+		aln, err = lc.Listen(ctx, "tcp", c.AdminAddr)
+	}
 	if err != nil {
 		shutdown(p, time.Second)
 		return fmt.Errorf("admin listener on %s: %w", c.AdminAddr, err)
 	}
-	status := func() Status { return nodeStatus(p, w, ov, rs, c.ControlStatus) }
+	status := func() Status {
+		st := nodeStatus(p, w, ov, rs, c.ControlStatus)
+		if c.UpgradeStatus != nil {
+			st.Upgrade = c.UpgradeStatus()
+		}
+		return st
+	}
 	handler := adminHandler(p, status)
 	if c.Pprof {
 		handler = proxy.WithPprof(handler)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +28,17 @@ type Status struct {
 	// RegionState is the region-state document in force and whether it is
 	// fresh (absent without -region-state).
 	RegionState *regionwatch.Status `json:"region_state,omitempty"`
+	// PID and StartedAt are this process's: a graceful re-exec (SIGHUP)
+	// changes both.
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"started_at"`
+	// Upgrade is the last graceful re-exec this process tried
+	// (Config.UpgradeStatus; absent without it).
+	Upgrade any `json:"upgrade,omitempty"`
 }
+
+// processStart is when this process started (near enough: package init).
+var processStart = time.Now().UTC()
 
 // ListenerStatus is one listener of the active snapshot on this node.
 type ListenerStatus struct {
@@ -49,7 +60,7 @@ type RefusalStatus struct {
 }
 
 func nodeStatus(p *proxy.Proxy, w *snapdir.Watcher, ov *overrides, rs *regionwatch.Watcher, control func() any) Status {
-	st := Status{Status: p.Status(), Listeners: []ListenerStatus{}}
+	st := Status{Status: p.Status(), Listeners: []ListenerStatus{}, PID: os.Getpid(), StartedAt: processStart}
 	if rt := p.Active(); rt != nil {
 		for _, l := range rt.Snap.Config.Listeners {
 			ls := ListenerStatus{Name: l.Name, Address: l.Address}

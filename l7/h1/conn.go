@@ -47,6 +47,8 @@ type conn struct {
 	watch    watcher
 	hijacked bool // the handler took the connection (protocol upgrade)
 
+	served atomic.Bool // a request was read on this connection
+
 	bodyDeadline bool // each read of the connection is bounded by BodyReadTimeout
 	bodyTimedOut bool // this request's body stalled past its deadline
 }
@@ -98,8 +100,28 @@ func (c *conn) close() {
 	_ = c.nc.Close()
 }
 
-// interruptIfIdle closes the connection if it is waiting for a request.
+// FreshConnGrace is how long, once Shutdown began, a connection that has
+// not sent its first request yet gets to send it (bounded by the
+// read-header timeout when that is shorter). Such a connection was accepted
+// just before the listener closed (during a graceful re-exec, the next
+// process accepts the ones after): closing it at once would fail a request
+// the client already sent, with nothing to retry on a fresh connection.
+const FreshConnGrace = 2 * time.Second
+
+func (c *conn) freshGrace() time.Duration {
+	if rt := c.s.ReadHeaderTimeout; rt > 0 && rt < FreshConnGrace {
+		return rt
+	}
+	return FreshConnGrace
+}
+
+// interruptIfIdle closes the connection if it is waiting for a request; one
+// that has served none gets FreshConnGrace for its first.
 func (c *conn) interruptIfIdle() {
+	if !c.served.Load() {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.freshGrace()))
+		return
+	}
 	if c.state.CompareAndSwap(stateIdle, stateClosing) {
 		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 	}
@@ -110,7 +132,10 @@ func (c *conn) interruptIfIdle() {
 // (unless the whole head is already buffered, the common case).
 func (c *conn) awaitRequest() bool {
 	if c.br.Buffered() == 0 {
-		if c.s.IdleTimeout > 0 {
+		switch fresh := !c.served.Load(); {
+		case fresh && c.s.shutting.Load():
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.freshGrace()))
+		case c.s.IdleTimeout > 0:
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.IdleTimeout))
 		}
 		if _, err := c.br.Peek(1); err != nil {
@@ -120,6 +145,7 @@ func (c *conn) awaitRequest() bool {
 	if !c.state.CompareAndSwap(stateIdle, stateActive) {
 		return false // shutting down
 	}
+	c.served.Store(true)
 	if c.s.ReadHeaderTimeout > 0 {
 		buf, _ := c.br.Peek(c.br.Buffered())
 		if !bytes.Contains(buf, []byte("\r\n\r\n")) {

@@ -427,3 +427,64 @@ func FuzzServe(f *testing.F) {
 		}
 	})
 }
+
+// A connection accepted before Shutdown that has not sent its request yet
+// (during a graceful re-exec: accepted just before the listener closed)
+// gets its first request served, with Connection: close; one that stays
+// silent is closed after the grace, and Shutdown returns.
+func TestShutdownServesAFreshConnectionsFirstRequest(t *testing.T) {
+	s := &Server{ReadHeaderTimeout: 500 * time.Millisecond, IdleTimeout: time.Minute,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") })}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	accepted := make(chan struct{}, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.ServeConn(c)
+			accepted <- struct{}{}
+		}
+	}()
+	fresh, _ := net.Dial("tcp", ln.Addr().String())
+	defer fresh.Close()
+	silent, _ := net.Dial("tcp", ln.Addr().String())
+	defer silent.Close()
+	<-accepted
+	<-accepted
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) { // both registered
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("liveness: connections not registered")
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	for !s.shutting.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	io.WriteString(fresh, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+	_ = fresh.SetReadDeadline(time.Now().Add(30 * time.Second)) // a liveness bound
+	resp, err := http.ReadResponse(bufio.NewReader(fresh), nil)
+	if err != nil {
+		t.Fatalf("fresh connection's first request after Shutdown: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "done" || !resp.Close {
+		t.Fatalf("fresh connection: %q close=%v", b, resp.Close)
+	}
+	_ = silent.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("silent connection: %v, want EOF", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

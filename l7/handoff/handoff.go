@@ -62,8 +62,16 @@ func (s *Server) Run(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("handoff: chmod %s: %w", s.Path, err)
 	}
+	// The path is removed on return only while it is still this socket: after
+	// a graceful re-exec the new process has bound its own there.
+	mine, _ := os.Stat(s.Path)
+	ln.SetUnlinkOnClose(false)
 	go func() { <-ctx.Done(); ln.Close() }()
-	defer os.Remove(s.Path)
+	defer func() {
+		if now, err := os.Stat(s.Path); err == nil && mine != nil && os.SameFile(mine, now) {
+			_ = os.Remove(s.Path)
+		}
+	}()
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {

@@ -27,6 +27,19 @@ type Env struct {
 	Metrics  *Metrics
 	Log      *slog.Logger
 	ErrorLog *log.Logger // for net/http's server (HTTP/2)
+	// Sockets, when set, hands out the listening sockets (for a graceful
+	// re-exec: inherited from the previous process, else bound and kept for
+	// the next); nil binds them directly.
+	Sockets SocketSource
+}
+
+// SocketSource gives a listener its sockets. name is the listener's name and
+// key its address as configured (port 0 stays 0); together they identify
+// the socket across processes. addr is the address to bind when nothing is
+// inherited (for HTTP/3's UDP side, the TCP side's bound address).
+type SocketSource interface {
+	Listen(name, key, addr string) (net.Listener, error)
+	ListenPacket(name, key, addr string) (net.PacketConn, error)
 }
 
 // Metrics are the listeners' series.

@@ -126,12 +126,22 @@ func (l *Listener) closeH3(ctx context.Context) <-chan struct{} {
 // configured port 0 gets the TCP side's port) and serves HTTP/3 on it.
 func startH3(l *Listener, cfg snapshot.Listener) (*h3server, error) {
 	addr := l.ln.Addr().String()
-	var lc net.ListenConfig
-	pc, err := lc.ListenPacket(context.Background(), "udp", addr)
+	var pc net.PacketConn
+	var err error
+	if l.env.Sockets != nil {
+		pc, err = l.env.Sockets.ListenPacket(cfg.Name, cfg.Address, addr)
+	} else {
+		var lc net.ListenConfig
+		pc, err = lc.ListenPacket(context.Background(), "udp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: h3: listen on udp %s: %w", cfg.Name, addr, err)
 	}
-	udp := pc.(*net.UDPConn)
+	udp, ok := pc.(*net.UDPConn)
+	if !ok {
+		_ = pc.Close()
+		return nil, fmt.Errorf("listener %q: h3: socket for udp %s is a %T, not a UDP socket", cfg.Name, addr, pc)
+	}
 	// Errors here only mean a smaller buffer; what was granted is read back
 	// below, after quic-go (which retries with SO_RCVBUFFORCE when it has
 	// CAP_NET_ADMIN and the size is under its own 7 MiB wish) had its turn.

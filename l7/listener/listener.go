@@ -103,9 +103,14 @@ func portZero(addr string) bool {
 // side found its number taken, it returns the TCP socket as clash (open,
 // for the caller to hold and close) with the error.
 func listenOnce(cfg snapshot.Listener, env *Env) (l *Listener, clash net.Listener, err error) {
-	lc := net.ListenConfig{}
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(context.Background(), "tcp", cfg.Address)
+	var ln net.Listener
+	if env.Sockets != nil {
+		ln, err = env.Sockets.Listen(cfg.Name, cfg.Address, cfg.Address)
+	} else {
+		lc := net.ListenConfig{}
+		lc.SetMultipathTCP(false)
+		ln, err = lc.Listen(context.Background(), "tcp", cfg.Address)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("listener %q: listen on %s: %w", cfg.Name, cfg.Address, err)
 	}

@@ -36,6 +36,9 @@ type Options struct {
 	// under (the daemon's region-state watcher sets it); nil: the proxy
 	// keeps its own, without a state until SetRegionState.
 	Regional *region.Live
+	// Sockets, when set, gives the listeners their sockets (inherited
+	// across a graceful re-exec); nil binds them directly.
+	Sockets listener.SocketSource
 }
 
 // Proxy serves traffic from the active runtime.
@@ -60,6 +63,7 @@ type Proxy struct {
 	draining  atomic.Bool
 
 	versions sourceVersions
+	sockets  listener.SocketSource
 }
 
 type sourceVersions struct {
@@ -75,7 +79,7 @@ func New(o Options) *Proxy {
 		lg = slog.Default()
 	}
 	m := NewMetrics()
-	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener.Listener{}, region: o.Region,
+	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener.Listener{}, region: o.Region, sockets: o.Sockets,
 		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	p.clusters = cluster.NewSet(m.cluster, lg, o.Region)
 	if p.regional = o.Regional; p.regional == nil {
@@ -186,6 +190,7 @@ func (p *Proxy) listenerEnv() *listener.Env {
 		Metrics:     p.metrics.listener,
 		Log:         p.errLog,
 		ErrorLog:    p.stdErrorLog,
+		Sockets:     p.sockets,
 	}
 }
 
