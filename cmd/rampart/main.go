@@ -21,6 +21,7 @@ Usage:
   rampart deny verify         check a deny file; print its sequence, digest and counts
   rampart regionstate build   sign a YAML region state (health, served config, replica lag, writers) into a region-state file
   rampart regionstate verify  check a region-state file; print its version, age and signals
+  rampart purge               add a cache purge rule (-route, -prefix, -surrogate-key) to the signed purge document proxies watch (-purge-file)
   rampart agent     [flags]   node agent: XDP, sk_lookup steering, VIPs, anycast (rampart agent teardown: detach everything)
   rampart anycast status -addr ADDR   sessions, VIPs, inputs and guard of a node agent
   rampart anycast drain|undrain -addr ADDR -token-file F [-vip V] [-reason R]   operator drain of a node agent's VIPs
@@ -45,6 +46,7 @@ func main() {
 		"keygen":      cmdKeygen,
 		"deny":        cmdDeny,
 		"regionstate": cmdRegionState,
+		"purge":       cmdPurge,
 		"control":     cmdControl,
 		"anycast":     cmdAnycast,
 		"agent":       cmdAgent,

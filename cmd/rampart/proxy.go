@@ -36,6 +36,7 @@ func cmdProxy(args []string) error {
 	handoffSock := fs.String("handoff-socket", "", "unix socket where the node agent fetches the listening sockets (e.g. /run/rampart/handoff.sock)")
 	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second (default with -control-url: <state-dir>/deny.json)")
 	regionState := fs.String("region-state", "", "signed region-state document (rampart regionstate build) watched and applied within a second; none: every regional signal unknown")
+	purgeFile := fs.String("purge-file", "", "signed cache purge document (rampart purge) watched and applied within a second; none: no purges")
 	regionStateMaxAge := fs.Duration("region-state-max-age", regionwatch.DefaultMaxAge, "a region-state document older than this (by its creation time) counts as absent (1s..24h)")
 	pidFile := fs.String("pid-file", "", "file where the serving process writes its PID once ready (systemd PIDFile= follows it across SIGHUP upgrades)")
 	upgradeTimeout := fs.Duration("upgrade-timeout", time.Minute, "on SIGHUP, how long the new process gets to become ready before the old gives up on it and keeps serving (1s..10m)")
@@ -93,7 +94,7 @@ func cmdProxy(args []string) error {
 		Sockets: upg, AdminListen: upg.AdminListen, UpgradeStatus: upg.status,
 		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin, Pprof: *pprofOn,
 		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile,
-		RegionStateFile: *regionState, RegionStateMaxAge: *regionStateMaxAge, HandoffSocket: *handoffSock, Logger: log,
+		RegionStateFile: *regionState, RegionStateMaxAge: *regionStateMaxAge, PurgeFile: *purgeFile, HandoffSocket: *handoffSock, Logger: log,
 		Started: func(p *proxy.Proxy, a net.Addr) {
 			if startErr = upg.ready(p); startErr != nil {
 				log.Error("not ready", "err", startErr)

@@ -18,6 +18,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/handoff"
 	"github.com/rampart-edge/rampart/l7/listener"
 	"github.com/rampart-edge/rampart/l7/proxy"
+	"github.com/rampart-edge/rampart/l7/purgewatch"
 	"github.com/rampart-edge/rampart/l7/region"
 	"github.com/rampart-edge/rampart/l7/regionwatch"
 	"github.com/rampart-edge/rampart/l7/snapdir"
@@ -55,6 +56,10 @@ type Config struct {
 	// bounds its age (default 30 s; regionwatch.MinMaxAge..MaxMaxAge).
 	RegionStateFile   string
 	RegionStateMaxAge time.Duration
+	// PurgeFile is the signed cache purge document (rampart purge),
+	// watched and applied within a second ("" : none); the last good one
+	// is kept in StateDir as purge-state.json.
+	PurgeFile string
 	// ListenOverrides replaces the address of the snapshot's listener of
 	// that name on this node only (several nodes on one host, a port per
 	// node); /status shows both and the bound address.
@@ -162,6 +167,24 @@ func Run(ctx context.Context, c Config) error {
 	} else {
 		close(denyDone)
 	}
+	purgeDone := make(chan struct{})
+	if c.PurgeFile != "" {
+		pc := purgewatch.Config{Path: c.PurgeFile, PublicKey: c.PublicKey, Logger: log, Store: p.CacheStore}
+		if c.StateDir != "" {
+			pc.StatePath = filepath.Join(c.StateDir, "purge-state.json")
+		}
+		if pw, err := purgewatch.New(pc); err != nil {
+			log.Error("cache purges off", "err", err)
+			close(purgeDone)
+		} else {
+			if err := pw.LoadState(); err != nil {
+				log.Error("purge state not used", "err", err)
+			}
+			go func() { defer close(purgeDone); _ = pw.Run(wctx) }()
+		}
+	} else {
+		close(purgeDone)
+	}
 	regionDone := make(chan struct{})
 	if rs != nil {
 		go func() { defer close(regionDone); _ = rs.Run(wctx) }()
@@ -202,6 +225,7 @@ func Run(ctx context.Context, c Config) error {
 	stopWatch()
 	<-watchDone
 	<-denyDone
+	<-purgeDone
 	<-regionDone
 	<-handoffDone
 	p.MarkDraining()

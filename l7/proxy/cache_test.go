@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +17,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/rampart-edge/rampart/format/envelope"
+	"github.com/rampart-edge/rampart/format/purge"
+	"github.com/rampart-edge/rampart/l7/purgewatch"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
@@ -367,5 +373,78 @@ func TestCacheLargeObjectStreamsThrough(t *testing.T) {
 	}
 	if up.Count() != 4 {
 		t.Fatalf("upstream saw %d, want 4 (nothing stored)", up.Count())
+	}
+}
+
+// TestCachePurgeAcrossTwoProxies: two proxies watch one purge document;
+// after a purge rule both miss the purged object and keep the others.
+func TestCachePurgeAcrossTwoProxies(t *testing.T) {
+	up := startUpstream(t, "app", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=600")
+		if strings.HasSuffix(r.URL.Path, "/tagged") {
+			w.Header().Set("Surrogate-Key", "blog post-1")
+		}
+		_, _ = io.WriteString(w, "x")
+	})
+	privPEM, pubPEM, err := envelope.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := envelope.ParsePrivateKey(privPEM)
+	pub, _ := envelope.ParsePublicKey(pubPEM)
+	path := filepath.Join(t.TempDir(), "purge.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var labs []*lab
+	for range 2 {
+		l := cacheLab(t, up, snapshot.RouteCache{}, nil)
+		w, err := purgewatch.New(purgewatch.Config{Path: path, PublicKey: pub, Store: l.p.CacheStore,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = w.Run(ctx) }()
+		labs = append(labs, l)
+	}
+	status := func(l *lab, p string) string {
+		_, _, h := doGet(t, l.h1(), l.url("http", p))
+		return h.Get("Cache-Status")
+	}
+	for _, l := range labs {
+		for _, p := range []string{"/c/a", "/c/b", "/c/tagged"} {
+			status(l, p)
+			if cs := status(l, p); !strings.Contains(cs, "hit") {
+				t.Fatalf("warm %s: %q", p, cs)
+			}
+		}
+	}
+	var doc *purge.Document
+	publish := func(route, prefix, sk string) {
+		doc = purge.Append(doc, time.Now(), route, prefix, sk)
+		f, err := purge.Build(priv, doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := envelope.WriteFileAtomic(path, f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missed := func(l *lab, p string) func() bool {
+		return func() bool { return strings.Contains(status(l, p), "fwd=miss") }
+	}
+	publish("", "127.0.0.1/c/a", "") // by key prefix (host as routed, without the port)
+	for _, l := range labs {
+		eventually(t, 20*time.Second, "prefix purge on every proxy", missed(l, "/c/a"))
+		if cs := status(l, "/c/b"); !strings.Contains(cs, "hit") {
+			t.Fatalf("prefix purge took /c/b too: %q", cs)
+		}
+	}
+	publish("", "", "post-1") // by surrogate key
+	for _, l := range labs {
+		eventually(t, 20*time.Second, "surrogate purge on every proxy", missed(l, "/c/tagged"))
+	}
+	publish("cached", "", "") // by route
+	for _, l := range labs {
+		eventually(t, 20*time.Second, "route purge on every proxy", missed(l, "/c/b"))
 	}
 }
