@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/rampart-edge/rampart/control/plane"
 	"github.com/rampart-edge/rampart/control/store"
@@ -26,6 +27,8 @@ type API struct {
 	mux    *http.ServeMux
 
 	refused refusals // node requests refused here
+
+	eventEvery time.Duration // GET /v1/events: how often it compares (events.go)
 }
 
 // New returns the API handler; it refuses to exist without tokens.
@@ -45,6 +48,8 @@ func New(p *plane.Plane, tokens []Token, log *slog.Logger) (*API, error) {
 	}
 	m := a.mux
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	m.HandleFunc("GET /v1/whoami", a.guard(RoleRead, a.whoami)) // events.go
+	m.HandleFunc("GET /v1/events", a.guard(RoleRead, a.events)) // events.go
 	m.HandleFunc("GET /v1/leader", a.guard(RoleRead, a.leader))
 	m.HandleFunc("POST /v1/revisions", a.guard(RoleAdmin, a.submit))
 	m.HandleFunc("GET /v1/revisions", a.guard(RoleRead, a.revisions))

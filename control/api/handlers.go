@@ -115,7 +115,18 @@ func (a *API) rollouts(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"rollouts": nonNil(ros), "stages": stageNames(a.p)})
+	writeJSON(w, http.StatusOK, map[string]any{"rollouts": nonNil(ros), "stages": stageNames(a.p), "stage_bake_seconds": stageBakes(a.p)})
+}
+
+// stageBakes is each stage's bake in seconds, in stage order (the
+// dashboard shows the bake time left from it).
+func stageBakes(p *plane.Plane) []float64 {
+	pol := p.Policy()
+	out := make([]float64, len(pol.Stages))
+	for i := range pol.Stages {
+		out[i] = pol.BakeOf(i).Seconds()
+	}
+	return out
 }
 
 func stageNames(p *plane.Plane) []string {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rampart-edge/rampart/control/api"
 	"github.com/rampart-edge/rampart/control/config"
+	"github.com/rampart-edge/rampart/control/dashboard"
 	"github.com/rampart-edge/rampart/control/plane"
 	"github.com/rampart-edge/rampart/control/store"
 	"github.com/rampart-edge/rampart/control/store/boltstore"
@@ -144,12 +145,23 @@ func (s *Server) Serve(ln net.Listener, tc *tls.Config) error {
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
-	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
+}
+
+// Handler is everything the instance serves: the operator page under
+// /ui/ (control/dashboard) and the API.
+func (s *Server) Handler() http.Handler {
+	m := http.NewServeMux()
+	ui := dashboard.Handler()
+	m.Handle("/ui/", ui)
+	m.Handle("/ui", ui)
+	m.Handle("/", s.API)
+	return m
 }
 
 // Close stops serving (long-polls end), stops the plane, and closes the
