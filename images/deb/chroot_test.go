@@ -151,9 +151,7 @@ func TestInstallUpgradePurgeInChroot(t *testing.T) {
 	// No /proc in the chroot, as in an image build: the scripts must not need it.
 	passwdBefore := in(t, root, "cat", "/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow")
 	before := tree(t, root)
-	for _, p := range []string{debPath, debPath2} {
-		runOK(t, "cp", p, filepath.Join(root, "tmp"))
-	}
+	runOK(t, "cp", debPath, filepath.Join(root, "tmp"))
 
 	in(t, root, "dpkg", "-i", "/tmp/"+filepath.Base(debPath))
 
@@ -216,29 +214,101 @@ func TestInstallUpgradePurgeInChroot(t *testing.T) {
 		t.Errorf("an invalid config was not refused naming its unknown cluster (%v):\n%s", err, out)
 	}
 
-	// Upgrade: a local edit of a conffile stays; users keep their ids.
-	agentEnv := filepath.Join(root, "etc/rampart/agent.env")
-	edited := "RAMPART_ARGS=-interfaces ens3 -keep-vips -handoff-socket /run/rampart/handoff.sock\n"
-	if err := os.WriteFile(agentEnv, []byte(edited), 0o644); err != nil {
+	// Files postinst made for the operator: the defaults, commented out.
+	for _, u := range []string{"agent", "proxy", "control"} {
+		b, err := os.ReadFile(filepath.Join(root, "etc/rampart", u+".env"))
+		if err != nil {
+			t.Errorf("postinst did not make /etc/rampart/%s.env: %v", u, err)
+			continue
+		}
+		if !strings.Contains(string(b), "\n#RAMPART_ARGS=") || strings.Contains(string(b), "\nRAMPART_ARGS=") {
+			t.Errorf("/etc/rampart/%s.env should hold the defaults commented out:\n%s", u, b)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/rampart-proxy.service.d/limits.conf")); err != nil || !strings.Contains(string(b), "#MemoryMax=4G") {
+		t.Errorf("postinst's limits.conf drop-in: %v\n%s", err, b)
+	}
+
+	// Upgrade to a package whose defaults changed, after the operator edited
+	// agent.env and limits.conf, with no terminal (stdin /dev/null, as
+	// unattended-upgrades runs it): no prompt, the edits stay byte for byte,
+	// the new defaults are in place; a deleted operator file is made again.
+	edits := map[string]string{
+		"etc/rampart/agent.env":                                  "RAMPART_ARGS=-interfaces ens3 -keep-vips -handoff-socket /run/rampart/handoff.sock\n",
+		"etc/systemd/system/rampart-proxy.service.d/limits.conf": "[Service]\nMemoryMax=8G\nEnvironment=GOMEMLIMIT=7200MiB\n",
+	}
+	for path, body := range edits {
+		if err := os.WriteFile(filepath.Join(root, path), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(root, "etc/rampart/control.env")); err != nil {
 		t.Fatal(err)
 	}
-	in(t, root, "dpkg", "-i", "/tmp/"+filepath.Base(debPath2))
+	upgrade := changedDefaultsDeb(t)
+	runOK(t, "cp", upgrade, filepath.Join(root, "tmp"))
+	up := exec.Command("chroot", root, "dpkg", "-i", "/tmp/"+filepath.Base(upgrade))
+	up.Stdin = nil // /dev/null
+	up.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND=noninteractive", "LANG=C"}
+	if out, err := up.CombinedOutput(); err != nil {
+		t.Fatalf("a non-interactive upgrade with changed defaults and edited operator files failed: %v\n%s", err, out)
+	}
 	if v := in(t, root, "dpkg-query", "-W", "-f", "${Version}", "rampart"); v != testVersion2 {
 		t.Errorf("after the upgrade dpkg-query says version %q, want %s", v, testVersion2)
 	}
-	if b, _ := os.ReadFile(agentEnv); string(b) != edited {
-		t.Errorf("the upgrade replaced the edited agent.env:\n%s", b)
+	for path, body := range edits {
+		if b, _ := os.ReadFile(filepath.Join(root, path)); string(b) != body {
+			t.Errorf("the upgrade changed the operator's /%s:\n%s", path, b)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "usr/lib/rampart/defaults/proxy.env")); !strings.Contains(string(b), changedDefault) {
+		t.Errorf("the upgrade did not install the new defaults:\n%s", b)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/rampart/control.env")); err != nil || !strings.Contains(string(b), "#RAMPART_ARGS=") {
+		t.Errorf("the deleted control.env was not made again: %v\n%s", err, b)
 	}
 	if id("-u", "rampart-proxy") != proxyUID {
 		t.Error("the upgrade changed rampart-proxy's uid")
 	}
 
 	in(t, root, "dpkg", "--purge", "rampart")
-	in(t, root, "rm", "-f", "/tmp/"+filepath.Base(debPath), "/tmp/"+filepath.Base(debPath2))
+	in(t, root, "rm", "-f", "/tmp/"+filepath.Base(debPath), "/tmp/"+filepath.Base(upgrade))
 	if d := diffTrees(before, tree(t, root)); len(d) > 0 {
 		t.Errorf("dpkg --purge left the tree different from before the install:\n%s", strings.Join(d, "\n"))
 	}
 	if after := in(t, root, "cat", "/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow"); after != passwdBefore {
 		t.Errorf("users or groups left after the purge:\nbefore:\n%s\nafter:\n%s", passwdBefore, after)
 	}
+}
+
+// changedDefault is the proxy default that changedDefaultsDeb's package adds.
+const changedDefault = "RAMPART_ARGS=-handoff-socket /run/rampart/handoff.sock -access-log stdout -poll 500ms"
+
+// changedDefaultsDeb builds version testVersion2 from a copy of the
+// repository's images/ whose package defaults differ (proxy.env's
+// RAMPART_ARGS, a line of the limits template), as a release that changes
+// a default would.
+func changedDefaultsDeb(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	runOK(t, "cp", "-a", filepath.Join(repoRoot, "images"), filepath.Join(root, "images"))
+	runOK(t, "cp", filepath.Join(repoRoot, "README.md"), root)
+	for name, edit := range map[string][2]string{
+		"proxy.env":         {"RAMPART_ARGS=-handoff-socket /run/rampart/handoff.sock -access-log stdout", changedDefault},
+		"proxy-limits.conf": {"#LimitNOFILE=1048576", "#LimitNOFILE=2097152"},
+	} {
+		path := filepath.Join(root, "images/etc/defaults", name)
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(b), edit[0]+"\n") {
+			t.Fatalf("%s lacks the line %q to change (%v)", path, edit[0], err)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(b), edit[0]+"\n", edit[1]+"\n", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _, err := build(options{Root: root, Binary: rampartBin, Version: testVersion2, Arch: "amd64", OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("build the package with changed defaults: %v", err)
+	}
+	return p
 }

@@ -103,7 +103,12 @@ func bootContainer(t *testing.T) *container {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(env, bytes.ReplaceAll(b, []byte("-interfaces eth0"), []byte("-interfaces host0")), 0o644); err != nil {
+	// As an operator would: uncomment postinst's copy of the default and edit it.
+	edited := bytes.Replace(b, []byte("\n#RAMPART_ARGS=-interfaces eth0"), []byte("\nRAMPART_ARGS=-interfaces host0"), 1)
+	if bytes.Equal(edited, b) {
+		t.Fatalf("%s has no commented-out default RAMPART_ARGS=-interfaces eth0 line:\n%s", env, b)
+	}
+	if err := os.WriteFile(env, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// nspawn's /sys has no bpffs: bind one in (on a host, systemd mounts it).

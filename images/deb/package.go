@@ -33,20 +33,26 @@ var debVersion = regexp.MustCompile(`^[0-9][A-Za-z0-9.+~]*$`)
 
 // Files of the package and where they come from, relative to the
 // repository root. Units are added by glob (images/systemd/*.service).
+//
+// The package has no dpkg conffiles: its defaults live under /usr/lib and are
+// replaced on every upgrade, and the files an operator (or first boot) edits
+// under /etc are made by postinst from the templates in /usr/lib/rampart/defaults
+// only when missing. So an upgrade never stops at a conffile prompt, even
+// non-interactively, and never touches what the operator wrote; purge removes
+// those files (postrm).
 var packaged = []struct {
 	src, dst string
 	mode     os.FileMode
-	conffile bool
 }{
-	{"images/etc/rampart/agent.env", "/etc/rampart/agent.env", 0o644, true},
-	{"images/etc/rampart/proxy.env", "/etc/rampart/proxy.env", 0o644, true},
-	{"images/etc/rampart/control.env", "/etc/rampart/control.env", 0o644, true},
-	{"images/etc/systemd/rampart-proxy.service.d/limits.conf", "/etc/systemd/system/rampart-proxy.service.d/limits.conf", 0o644, true},
-	{"images/etc/sysctl.d/60-rampart.conf", "/usr/lib/sysctl.d/60-rampart.conf", 0o644, false},
-	{"images/etc/tmpfiles.d/rampart.conf", "/usr/lib/tmpfiles.d/rampart.conf", 0o644, false},
-	{"images/etc/examples/edge.yaml", "/usr/share/doc/rampart/examples/edge.yaml", 0o644, false},
-	{"images/etc/examples/control.yaml", "/usr/share/doc/rampart/examples/control.yaml", 0o644, false},
-	{"README.md", "/usr/share/doc/rampart/README.md", 0o644, false},
+	{"images/etc/defaults/agent.env", "/usr/lib/rampart/defaults/agent.env", 0o644},
+	{"images/etc/defaults/proxy.env", "/usr/lib/rampart/defaults/proxy.env", 0o644},
+	{"images/etc/defaults/control.env", "/usr/lib/rampart/defaults/control.env", 0o644},
+	{"images/etc/defaults/proxy-limits.conf", "/usr/lib/rampart/defaults/proxy-limits.conf", 0o644},
+	{"images/etc/sysctl.d/60-rampart.conf", "/usr/lib/sysctl.d/60-rampart.conf", 0o644},
+	{"images/etc/tmpfiles.d/rampart.conf", "/usr/lib/tmpfiles.d/rampart.conf", 0o644},
+	{"images/etc/examples/edge.yaml", "/usr/share/doc/rampart/examples/edge.yaml", 0o644},
+	{"images/etc/examples/control.yaml", "/usr/share/doc/rampart/examples/control.yaml", 0o644},
+	{"README.md", "/usr/share/doc/rampart/README.md", 0o644},
 }
 
 // units lists the unit files of images/systemd/ (the image helper's
@@ -89,11 +95,7 @@ func info(o options, scriptDir string) (*nfpm.Info, error) {
 	}
 	contents := files.Contents{{Source: o.Binary, Destination: "/usr/bin/rampart", FileInfo: owned(0o755)}}
 	for _, p := range packaged {
-		c := &files.Content{Source: filepath.Join(o.Root, p.src), Destination: p.dst, FileInfo: owned(p.mode)}
-		if p.conffile {
-			c.Type = files.TypeConfig
-		}
-		contents = append(contents, c)
+		contents = append(contents, &files.Content{Source: filepath.Join(o.Root, p.src), Destination: p.dst, FileInfo: owned(p.mode)})
 	}
 	unitFiles, err := units(o.Root)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,16 +30,16 @@ func contents(t *testing.T, deb string) map[string]entry {
 func TestPackageContents(t *testing.T) {
 	got := contents(t, debPath)
 	want := map[string]string{
-		"/usr/bin/rampart":         "-rwxr-xr-x",
-		"/etc/rampart/agent.env":   "-rw-r--r--",
-		"/etc/rampart/proxy.env":   "-rw-r--r--",
-		"/etc/rampart/control.env": "-rw-r--r--",
-		"/etc/systemd/system/rampart-proxy.service.d/limits.conf": "-rw-r--r--",
-		"/usr/lib/sysctl.d/60-rampart.conf":                       "-rw-r--r--",
-		"/usr/lib/tmpfiles.d/rampart.conf":                        "-rw-r--r--",
-		"/usr/share/doc/rampart/README.md":                        "-rw-r--r--",
-		"/usr/share/doc/rampart/examples/edge.yaml":               "-rw-r--r--",
-		"/usr/share/doc/rampart/examples/control.yaml":            "-rw-r--r--",
+		"/usr/bin/rampart":                             "-rwxr-xr-x",
+		"/usr/lib/rampart/defaults/agent.env":          "-rw-r--r--",
+		"/usr/lib/rampart/defaults/proxy.env":          "-rw-r--r--",
+		"/usr/lib/rampart/defaults/control.env":        "-rw-r--r--",
+		"/usr/lib/rampart/defaults/proxy-limits.conf":  "-rw-r--r--",
+		"/usr/lib/sysctl.d/60-rampart.conf":            "-rw-r--r--",
+		"/usr/lib/tmpfiles.d/rampart.conf":             "-rw-r--r--",
+		"/usr/share/doc/rampart/README.md":             "-rw-r--r--",
+		"/usr/share/doc/rampart/examples/edge.yaml":    "-rw-r--r--",
+		"/usr/share/doc/rampart/examples/control.yaml": "-rw-r--r--",
 	}
 	for _, u := range unitNames(t) {
 		want["/usr/lib/systemd/system/"+u] = "-rw-r--r--"
@@ -85,16 +84,17 @@ func TestPackageControl(t *testing.T) {
 	}
 	dir := t.TempDir()
 	runOK(t, dpkgDeb, "-e", debPath, dir)
-	conf, err := os.ReadFile(filepath.Join(dir, "conffiles"))
-	if err != nil {
+	// No conffiles: the defaults live under /usr/lib, the operator's files under
+	// /etc are postinst's (made when missing, never replaced), so no upgrade asks.
+	if conf, err := os.ReadFile(filepath.Join(dir, "conffiles")); err == nil && len(strings.Fields(string(conf))) > 0 {
+		t.Errorf("the package has conffiles %q; an upgrade could stop at a prompt", conf)
+	} else if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	gotConf := strings.Fields(string(conf))
-	sort.Strings(gotConf)
-	wantConf := []string{"/etc/rampart/agent.env", "/etc/rampart/control.env", "/etc/rampart/proxy.env",
-		"/etc/systemd/system/rampart-proxy.service.d/limits.conf"}
-	if strings.Join(gotConf, " ") != strings.Join(wantConf, " ") {
-		t.Errorf("conffiles = %v, want %v", gotConf, wantConf)
+	for path := range contents(t, debPath) {
+		if strings.HasPrefix(path, "/etc/") && !strings.HasSuffix(path, "/") {
+			t.Errorf("%s is shipped under /etc; defaults belong under /usr/lib", path)
+		}
 	}
 	units := strings.Join(unitNames(t), " ")
 	for _, script := range []string{"postinst", "prerm", "postrm"} {
