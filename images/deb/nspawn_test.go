@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -209,8 +211,32 @@ func TestUnitsUnderSystemd(t *testing.T) {
 		t.Fatalf("no XDP on host0 with the agent ready:\n%s", out)
 	}
 
-	// The upgrade, watched from the container's network namespace.
+	// The upgrade, watched from the container's network namespace, under load:
+	// the sampler below and loaders more clients, each a new connection per
+	// request to the VIP (steered by the agent to the proxy's socket).
 	stop := make(chan struct{})
+	const loaders = 3
+	var loadOK, loadFailed atomic.Int64
+	var loadWG sync.WaitGroup
+	for range loaders {
+		loadWG.Add(1)
+		go func() {
+			defer loadWG.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := c.net(rampartBin, "get", "-timeout", "2s", "http://203.0.113.10/")
+				if err == nil && strings.Contains(resp, "request id") {
+					loadOK.Add(1)
+				} else {
+					loadFailed.Add(1)
+				}
+			}
+		}()
+	}
 	type sample struct{ xdp, vip, served bool }
 	samples := make(chan []sample, 1)
 	go func() {
@@ -233,8 +259,21 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	time.Sleep(time.Second)
 	c.must(t, "dpkg", "-i", "/root/"+filepath.Base(debPath2))
 	c.waitReady(t)
+	// The proxy re-execs on reload: the PID serving changes once the new
+	// one is ready, and the old one exits after its drain.
+	deadline := time.Now().Add(60 * time.Second)
+	for c.mainPID(t, "rampart-proxy.service") == proxy && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for time.Now().Before(deadline) {
+		if _, err := c.exec("kill", "-0", strconv.Itoa(proxy)); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	time.Sleep(time.Second)
 	close(stop)
+	loadWG.Wait()
 	got := <-samples
 	var noXDP, noVIP, refused int
 	for _, s := range got {
@@ -250,8 +289,18 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	}
 	t.Logf("FIGURE upgrade %s → %s under systemd: %d samples, XDP missing in %d, VIP missing in %d, request to the VIP not answered in %d (~20 ms apart)",
 		testVersion, testVersion2, len(got), noXDP, noVIP, refused)
+	t.Logf("FIGURE upgrade under load: %d requests to the VIP answered, %d unanswered (%d clients, a new connection each)",
+		loadOK.Load()+int64(len(got)-refused), loadFailed.Load()+int64(refused), loaders+1)
 	if len(got) < 10 || noXDP > 0 || noVIP > 0 {
 		t.Errorf("the upgrade detached XDP or removed the VIP: %d of %d samples without XDP, %d without the VIP", noXDP, len(got), noVIP)
+	}
+	if refused > 0 || loadFailed.Load() > 0 || loadOK.Load() == 0 {
+		logs, _ := c.exec("journalctl", "--no-pager", "-n", "40", "-u", "rampart-proxy")
+		t.Errorf("requests to the VIP unanswered during the upgrade: %d of %d samples, %d of %d load requests\n%s",
+			refused, len(got), loadFailed.Load(), loadOK.Load()+loadFailed.Load(), logs)
+	}
+	if out := c.must(t, "journalctl", "--no-pager", "-u", "rampart-proxy"); !strings.Contains(out, "upgrade: the new process is ready") {
+		t.Errorf("the proxy was not upgraded in place (no upgrade log line):\n%s", out)
 	}
 	if a, p := c.mainPID(t, "rampart-agent.service"), c.mainPID(t, "rampart-proxy.service"); a == agent || p == proxy {
 		t.Errorf("the upgrade did not restart the agent (%d → %d) and the proxy (%d → %d)", agent, a, proxy, p)
