@@ -64,6 +64,9 @@ func New(p *plane.Plane, tokens []Token, log *slog.Logger) (*API, error) {
 	m.HandleFunc("GET /v1/deny", a.guard(RoleRead, a.denyList))
 	m.HandleFunc("POST /v1/deny/entries", a.guard(RoleAdmin, a.denyAdd))
 	m.HandleFunc("POST /v1/deny/expire", a.guard(RoleAdmin, a.denyExpire))
+	m.HandleFunc("GET /v1/purge", a.guard(RoleRead, a.purgeList))  // purge.go
+	m.HandleFunc("POST /v1/purge", a.guard(RoleAdmin, a.purgeAdd)) // purge.go
+	m.HandleFunc("GET /v1/node/purge", a.nodeGuard(a.watchPurge))  // purge.go
 	m.HandleFunc("POST /v1/nodes/{id}/enroll", a.guard(RoleAdmin, a.enroll))
 	m.HandleFunc("POST /v1/nodes/{id}/revoke", a.guard(RoleAdmin, a.revoke))
 	m.HandleFunc("GET /v1/nodes", a.guard(RoleRead, a.enrolled))

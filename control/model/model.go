@@ -132,6 +132,9 @@ type Status struct {
 	// RegionState is the version of the region-state document the node
 	// handed over last ("epoch.sequence"; "" before any).
 	RegionState string `json:"region_state,omitempty"`
+	// Purge is the version of the cache purge document the node handed
+	// over last ("epoch.sequence"; "" before any).
+	Purge string `json:"purge,omitempty"`
 }
 
 // QuotaDemand is one quota policy's demand on a node.

@@ -16,6 +16,7 @@ type view struct {
 	stable  *model.Revision // nil before the first
 	rolling *model.Rollout  // a staging rollout with a stage open, or nil
 	deny    *model.DenyState
+	purge   *model.PurgeState // purge.go
 }
 
 // assign is the revision (and its version) a node should run: the
@@ -53,7 +54,10 @@ func (p *Plane) reload(ctx context.Context) error {
 				nv.rolling = r
 			}
 		}
-		nv.deny, err = tx.Deny(ctx)
+		if nv.deny, err = tx.Deny(ctx); err != nil {
+			return err
+		}
+		nv.purge, err = tx.Purge(ctx)
 		return err
 	})
 	if err != nil {

@@ -96,6 +96,11 @@ type Tx interface {
 	// (drains, writers); a zero one before any.
 	RegionControl(ctx context.Context) (*model.RegionControl, error)
 	PutRegionControl(ctx context.Context, c *model.RegionControl) error
+	// Purge is the cache purge channel's state (rules and signed file); a
+	// zero one before any. PutPurge replaces it; its sequence may not go
+	// back (an error, nothing written).
+	Purge(ctx context.Context) (*model.PurgeState, error)
+	PutPurge(ctx context.Context, p *model.PurgeState) error
 
 	// PutNodeCredential inserts or replaces the credential of a node id
 	// (enrolment, rotation, revocation): the previous token hash of the id

@@ -43,6 +43,9 @@ var (
 	kDenyF = []byte("deny_file")
 	// kRegions holds model.RegionControl (drains, writers).
 	kRegions = []byte("region_control")
+	// kPurge holds model.PurgeState, kPurgeF its signed file.
+	kPurge  = []byte("purge")
+	kPurgeF = []byte("purge_file")
 )
 
 // Store is a bbolt-backed store.Store.

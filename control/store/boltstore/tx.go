@@ -220,6 +220,32 @@ func (t *tx) PutRegionControl(_ context.Context, c *model.RegionControl) error {
 	return t.put(bMeta, kRegions, c)
 }
 
+func (t *tx) Purge(context.Context) (*model.PurgeState, error) {
+	var p model.PurgeState
+	if err := t.get(bMeta, kPurge, &p); err != nil && err != store.ErrNotFound {
+		return nil, err
+	}
+	p.File = bytes.Clone(t.tx.Bucket(bMeta).Get(kPurgeF))
+	return &p, nil
+}
+
+func (t *tx) PutPurge(ctx context.Context, p *model.PurgeState) error {
+	if t.ro {
+		return errReadOnly
+	}
+	cur, err := t.Purge(ctx)
+	if err != nil {
+		return err
+	}
+	if p.Sequence < cur.Sequence {
+		return fmt.Errorf("embedded store: purge sequence %d would go back from %d", p.Sequence, cur.Sequence)
+	}
+	if err := t.put(bMeta, kPurge, p); err != nil {
+		return err
+	}
+	return t.tx.Bucket(bMeta).Put(kPurgeF, p.File)
+}
+
 func (t *tx) Emit(_ context.Context, kind, subject string) error {
 	if t.ro {
 		return errReadOnly

@@ -273,6 +273,43 @@ func maxWriterEpoch(c *model.RegionControl) uint64 {
 	return m
 }
 
+func (t *tx) Purge(ctx context.Context) (*model.PurgeState, error) {
+	var p model.PurgeState
+	var doc, file []byte
+	err := t.tx.QueryRow(ctx, "SELECT doc, file FROM purge WHERE id = 1").Scan(&doc, &file)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &p, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: purge: %w", err)
+	}
+	if err := json.Unmarshal(doc, &p); err != nil {
+		return nil, fmt.Errorf("postgres store: decode purge: %w", err)
+	}
+	p.File = file
+	return &p, nil
+}
+
+func (t *tx) PutPurge(ctx context.Context, p *model.PurgeState) error {
+	if t.ro {
+		return errReadOnly
+	}
+	doc, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	file := p.File
+	if file == nil {
+		file = []byte{}
+	}
+	_, err = t.tx.Exec(ctx, `INSERT INTO purge (id, doc, file, sequence) VALUES (1, $1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, file = excluded.file, sequence = excluded.sequence`, doc, file, int64(p.Sequence))
+	if err != nil {
+		return fmt.Errorf("postgres store: put purge sequence %d: %w", p.Sequence, err)
+	}
+	return nil
+}
+
 func (t *tx) Emit(ctx context.Context, kind, subject string) error {
 	if t.ro {
 		return errReadOnly

@@ -175,6 +175,7 @@ func Run(t *testing.T, s store.Store) {
 	}
 	credentials(t, s)
 	regionControl(t, s)
+	purgeState(t, s)
 	serialWrites(t, s)
 	// Events: the three committed ones, in order, none of the failed transaction.
 	deadline := time.Now().Add(5 * time.Second)
