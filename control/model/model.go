@@ -129,12 +129,60 @@ type Status struct {
 	// asked (an agent that announces nothing reports an empty list).
 	Announcing []string `json:"announcing,omitempty"`
 	AgentSeen  bool     `json:"agent_seen,omitempty"`
+	// VIPs is the agent's state of every VIP it has configured (sorted by
+	// prefix), with the reason and the guard's view: what the operator page
+	// shows per site. Guard is the agent's min-sites guard; nil when no
+	// agent answered.
+	VIPs  []VIPReport   `json:"vips,omitempty"`
+	Guard *AnycastGuard `json:"guard,omitempty"`
 	// RegionState is the version of the region-state document the node
 	// handed over last ("epoch.sequence"; "" before any).
 	RegionState string `json:"region_state,omitempty"`
 	// Purge is the version of the cache purge document the node handed
 	// over last ("epoch.sequence"; "" before any).
 	Purge string `json:"purge,omitempty"`
+}
+
+// The states of an anycast VIP (the agent's anycast.VIPState values), and
+// VIPUnknown for a state this control plane does not know (a newer agent).
+const (
+	VIPAnnounced = "announced" // announced with its configured attributes
+	VIPDraining  = "draining"  // still announced, made unattractive, until the drain ends
+	VIPHeld      = "held"      // drained but kept announced by the min-sites guard
+	VIPWithdrawn = "withdrawn" // not announced
+	VIPUnknown   = "unknown"
+)
+
+// KnownVIPState says whether s is one of the VIP states above.
+func KnownVIPState(s string) bool {
+	switch s {
+	case VIPAnnounced, VIPDraining, VIPHeld, VIPWithdrawn, VIPUnknown:
+		return true
+	}
+	return false
+}
+
+// VIPReport is one VIP as a node's anycast agent reports it.
+type VIPReport struct {
+	Prefix string    `json:"prefix"` // masked
+	State  string    `json:"state"`  // VIPAnnounced, VIPDraining, VIPHeld, VIPWithdrawn or VIPUnknown
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+	// Drained says who drains the VIP deliberately and why ("": nobody).
+	Drained string `json:"drained,omitempty"`
+	// GuardHolding: the min-sites guard keeps the VIP announced (state
+	// held); GuardVerdict is its latest verdict and OtherSites how many
+	// other sites it sees announcing the VIP.
+	GuardHolding bool   `json:"guard_holding,omitempty"`
+	GuardVerdict string `json:"guard_verdict,omitempty"`
+	OtherSites   int    `json:"other_sites"`
+}
+
+// AnycastGuard is the state of an agent's min-sites guard.
+type AnycastGuard struct {
+	MinSites int    `json:"min_sites"`        // a VIP is withdrawn only while this many other sites announce it
+	Source   string `json:"source,omitempty"` // where the guard counts other sites from
+	Holding  int    `json:"holding"`          // VIPs the guard holds announced now
 }
 
 // QuotaDemand is one quota policy's demand on a node.

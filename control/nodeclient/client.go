@@ -51,7 +51,8 @@ type Config struct {
 	RegionStateFile string
 	// AgentStatusURL is the anycast agent's admin listener
 	// (http://127.0.0.1:9902); when set, each report says which VIP
-	// prefixes the agent announces (its /anycast/status).
+	// prefixes the agent announces, every VIP's state and reason and the
+	// min-sites guard (its /anycast/status).
 	AgentStatusURL string
 
 	// AdminURL is the proxy's admin listener (http://127.0.0.1:9901),

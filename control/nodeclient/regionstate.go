@@ -81,12 +81,35 @@ func (cl *Client) RegionStateVersion() envelope.Version {
 	return cl.regionVersion
 }
 
-// AgentAnnouncing asks an anycast agent's admin listener (base, e.g.
-// http://127.0.0.1:9902) which VIP prefixes it announces: the VIPs of its
-// /anycast/status in state announced or held (a draining VIP is on its
-// way out and does not count). An agent without anycast (404) announces
-// nothing. The prefixes come back masked, sorted and unique.
+// AgentReport is what a node reports of its anycast agent: the prefixes
+// it announces (announced or held, masked, sorted, unique), every VIP's
+// state with its reason and the guard's view (sorted by prefix), and the
+// min-sites guard. An agent without anycast reports an empty Announcing
+// and no VIPs or guard.
+type AgentReport struct {
+	Announcing []string
+	VIPs       []model.VIPReport
+	Guard      *model.AnycastGuard
+}
+
+// Bounds of what AgentStatus keeps of an agent's document.
+const (
+	MaxAgentVIPs    = 4096 // VIPs past this are left out (the control plane refuses more)
+	MaxAgentTextLen = 512  // reasons, verdicts and drain notes are clipped to this many bytes
+)
+
+// AgentAnnouncing asks an anycast agent which VIP prefixes it announces;
+// see AgentStatus.
 func AgentAnnouncing(ctx context.Context, hc *http.Client, base string) ([]string, error) {
+	r, err := AgentStatus(ctx, hc, base)
+	return r.Announcing, err
+}
+
+// AgentStatus asks an anycast agent's admin listener (base, e.g.
+// http://127.0.0.1:9902) for its /anycast/status: the VIPs in state
+// announced or held count as announcing (a draining VIP is on its way out
+// and does not count). An agent without anycast (404) announces nothing.
+func AgentStatus(ctx context.Context, hc *http.Client, base string) (AgentReport, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -94,45 +117,95 @@ func AgentAnnouncing(ctx context.Context, hc *http.Client, base string) ([]strin
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/anycast/status", nil)
 	if err != nil {
-		return nil, fmt.Errorf("agent status %s: %w", base, err)
+		return AgentReport{}, fmt.Errorf("agent status %s: %w", base, err)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("agent status: %w", err)
+		return AgentReport{}, fmt.Errorf("agent status: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
-		return []string{}, nil
+		return AgentReport{Announcing: []string{}}, nil
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, fmt.Errorf("agent status: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+		return AgentReport{}, fmt.Errorf("agent status: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
-	return parseAnnouncing(io.LimitReader(resp.Body, 8<<20))
+	return parseAgentStatus(io.LimitReader(resp.Body, 8<<20))
 }
 
-// parseAnnouncing reads the VIPs of an anycast status document.
+// parseAnnouncing reads the announced VIPs of an anycast status document.
 func parseAnnouncing(r io.Reader) ([]string, error) {
+	rep, err := parseAgentStatus(r)
+	return rep.Announcing, err
+}
+
+// parseAgentStatus reads an anycast status document (anycast.Status as
+// JSON). A VIP whose prefix does not parse fails the document (the
+// announced list would be wrong); a state this client does not know is
+// kept as model.VIPUnknown with the agent's word in the reason.
+func parseAgentStatus(r io.Reader) (AgentReport, error) {
 	var st struct {
-		VIPs []struct {
-			Prefix string `json:"prefix"`
-			State  string `json:"state"`
+		MinSites    int    `json:"min_sites"`
+		GuardSource string `json:"guard_source"`
+		VIPs        []struct {
+			Prefix  string    `json:"prefix"`
+			State   string    `json:"state"`
+			Since   time.Time `json:"since"`
+			Reason  string    `json:"reason"`
+			Drained string    `json:"drained"`
+			Guard   struct {
+				Active bool              `json:"active"`
+				Last   string            `json:"last"`
+				Others []json.RawMessage `json:"other_sites"`
+			} `json:"guard"`
 		} `json:"vips"`
 	}
 	if err := json.NewDecoder(r).Decode(&st); err != nil {
-		return nil, fmt.Errorf("agent status: %w", err)
+		return AgentReport{}, fmt.Errorf("agent status: %w", err)
 	}
-	out := []string{}
+	rep := AgentReport{Announcing: []string{}, Guard: &model.AnycastGuard{MinSites: max(st.MinSites, 0), Source: oneLine(st.GuardSource, MaxAgentTextLen)}}
 	for i, v := range st.VIPs {
-		if v.State != "announced" && v.State != "held" {
-			continue
-		}
 		p, err := netip.ParsePrefix(v.Prefix)
 		if err != nil {
-			return nil, fmt.Errorf("agent status: vips[%d]: %w", i, err)
+			return AgentReport{}, fmt.Errorf("agent status: vips[%d]: %w", i, err)
 		}
-		out = append(out, p.Masked().String())
+		pfx := p.Masked().String()
+		if v.State == model.VIPAnnounced || v.State == model.VIPHeld {
+			rep.Announcing = append(rep.Announcing, pfx)
+		}
+		if v.Guard.Active {
+			rep.Guard.Holding++
+		}
+		if len(rep.VIPs) >= MaxAgentVIPs {
+			continue
+		}
+		vr := model.VIPReport{Prefix: pfx, State: v.State, Reason: oneLine(v.Reason, MaxAgentTextLen), Since: v.Since.UTC(),
+			Drained: oneLine(v.Drained, MaxAgentTextLen), GuardHolding: v.Guard.Active,
+			GuardVerdict: oneLine(v.Guard.Last, MaxAgentTextLen), OtherSites: len(v.Guard.Others)}
+		if !model.KnownVIPState(v.State) {
+			vr.State, vr.Reason = model.VIPUnknown, oneLine(fmt.Sprintf("agent state %q: %s", v.State, v.Reason), MaxAgentTextLen)
+		}
+		rep.VIPs = append(rep.VIPs, vr)
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	slices.Sort(rep.Announcing)
+	rep.Announcing = slices.Compact(rep.Announcing)
+	slices.SortStableFunc(rep.VIPs, func(a, b model.VIPReport) int { return strings.Compare(a.Prefix, b.Prefix) })
+	return rep, nil
+}
+
+// oneLine makes agent text fit a report: control characters become
+// spaces, invalid UTF-8 is dropped and the text is clipped to max bytes.
+func oneLine(s string, max int) string {
+	s = strings.ToValidUTF8(s, "")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max-3], "") + "..."
+	}
+	return s
 }

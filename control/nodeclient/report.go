@@ -145,8 +145,8 @@ func (cl *Client) sendReport(ctx context.Context) {
 	o, err := cl.observe(ctx)
 	st := cl.status(o, err)
 	if cl.c.AgentStatusURL != "" {
-		ann, aerr := AgentAnnouncing(ctx, cl.c.HTTPClient, cl.c.AgentStatusURL)
-		st.Announcing, st.AgentSeen = ann, aerr == nil
+		ag, aerr := AgentStatus(ctx, cl.c.HTTPClient, cl.c.AgentStatusURL)
+		st.Announcing, st.VIPs, st.Guard, st.AgentSeen = ag.Announcing, ag.VIPs, ag.Guard, aerr == nil
 		if aerr != nil {
 			cl.log.Debug("agent status", "err", aerr)
 		}

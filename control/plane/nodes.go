@@ -2,8 +2,10 @@ package plane
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rampart-edge/rampart/control/model"
@@ -104,6 +106,8 @@ func (p *Plane) Report(ctx context.Context, s model.Status) error {
 const (
 	MaxReportClusters   = 4096
 	MaxReportAnnouncing = 4096
+	MaxReportVIPs       = 4096
+	maxReportVIPText    = 2048
 )
 
 // checkRegionReport checks the clusters and announced prefixes of a
@@ -134,6 +138,46 @@ func checkRegionReport(s *model.Status) error {
 	slices.Sort(out)
 	s.Announcing = slices.Compact(out)
 	if len(s.Announcing) > 0 {
+		s.AgentSeen = true
+	}
+	return checkVIPReport(s)
+}
+
+// checkVIPReport checks the per-VIP anycast states and the guard of a
+// report and writes the prefixes masked, the VIPs sorted by prefix.
+func checkVIPReport(s *model.Status) error {
+	if len(s.VIPs) > MaxReportVIPs {
+		return badRequest("%d VIPs is over the %d limit", len(s.VIPs), MaxReportVIPs)
+	}
+	for i := range s.VIPs {
+		v := &s.VIPs[i]
+		pfx, err := netip.ParsePrefix(v.Prefix)
+		if err != nil {
+			return badRequest("vips[%d]: %v", i, err)
+		}
+		v.Prefix = pfx.Masked().String()
+		if !model.KnownVIPState(v.State) {
+			return badRequest("vips[%d] (%s): state %.32q is not announced, draining, held, withdrawn or unknown", i, v.Prefix, v.State)
+		}
+		for _, f := range []struct{ what, text string }{{"reason", v.Reason}, {"drained", v.Drained}, {"guard_verdict", v.GuardVerdict}} {
+			if err := checkText(fmt.Sprintf("vips[%d] %s", i, f.what), f.text, maxReportVIPText); err != nil {
+				return err
+			}
+		}
+		if v.OtherSites < 0 {
+			return badRequest("vips[%d] (%s): other_sites %d is negative", i, v.Prefix, v.OtherSites)
+		}
+	}
+	slices.SortStableFunc(s.VIPs, func(a, b model.VIPReport) int { return strings.Compare(a.Prefix, b.Prefix) })
+	if g := s.Guard; g != nil {
+		if g.MinSites < 0 || g.Holding < 0 {
+			return badRequest("guard: min_sites %d and holding %d must not be negative", g.MinSites, g.Holding)
+		}
+		if err := checkText("guard source", g.Source, maxReportVIPText); err != nil {
+			return err
+		}
+	}
+	if len(s.VIPs) > 0 || s.Guard != nil {
 		s.AgentSeen = true
 	}
 	return nil

@@ -253,18 +253,31 @@
       sites.get(key).push(n);
     }
     const draining = new Set(rs.filter((r) => r.draining).map((r) => r.name));
+    const vipCls = { announced: "ok", draining: "warn", held: "warn", withdrawn: "bad" };
     const arows = [];
     for (const [site, ns] of [...sites.entries()].sort()) {
       for (const n of ns) {
-        let st;
-        if (!n.agent_seen) st = [badge("mute", "no agent"), " the node reports no anycast agent"];
-        else if ((n.announcing || []).length === 0) st = [badge("bad", "withdrawn"), draining.has(n.region) ? " region drained" : " agent announces nothing"];
-        else if (draining.has(n.region)) st = [badge("warn", "draining"), " region drained, still announced"];
-        else st = [badge("ok", "announced")];
-        arows.push(el("tr", { "data-site": site }, el("th", { scope: "row" }, site), el("td", {}, n.node_id), el("td", {}, (n.announcing || []).join(", ") || "—"), el("td", {}, st)));
+        const g = n.guard;
+        const guard = g ? "min sites " + g.min_sites + " · holding " + g.holding + (g.source ? " · counts from " + g.source : "") : "—";
+        const row = (vip, st, why, gv) => el("tr", { "data-site": site, "data-node": n.node_id, "data-vip": vip || "", "data-state": st },
+          el("th", { scope: "row" }, site), el("td", {}, n.node_id), el("td", {}, vip || "—"),
+          el("td", {}, badge(vipCls[st] || "mute", st)), el("td", { class: "why" }, why), el("td", {}, gv));
+        if (!n.agent_seen) { arows.push(row("", "no agent", "the node reports no anycast agent", "—")); continue; }
+        const vips = n.vips || [];
+        if (vips.length) {
+          for (const v of vips) {
+            const why = [v.reason || "", v.drained ? " · drained by " + v.drained : "", v.since && !v.since.startsWith("0001") ? " · since " + when(v.since) : ""].join("");
+            const gv = [v.guard_holding ? "holding · " : "", v.guard_verdict || "", " (" + v.other_sites + " other site" + (v.other_sites === 1 ? "" : "s") + ")", " · ", guard].join("");
+            arows.push(row(v.prefix, v.state, why, gv));
+          }
+          continue;
+        }
+        // An agent that reports only what it announces (no per-VIP states).
+        if ((n.announcing || []).length === 0) arows.push(row("", "withdrawn", draining.has(n.region) ? "region drained" : "agent announces nothing", guard));
+        else for (const p of n.announcing) arows.push(row(p, draining.has(n.region) ? "draining" : "announced", draining.has(n.region) ? "region drained, still announced" : "", guard));
       }
     }
-    $("anycast-body").replaceChildren(arows.length ? table(null, ["Site", "Node", "VIPs announced", "State"], arows) : el("p", { class: "mute" }, "no nodes"));
+    $("anycast-body").replaceChildren(arows.length ? table(null, ["Site", "Node", "VIP", "State", "Reason", "Guard"], arows, "anycast-table") : el("p", { class: "mute" }, "no nodes"));
   }
 
   function renderDeny() {
