@@ -1,10 +1,7 @@
 package accesslog
 
 import (
-	"context"
-	"encoding/hex"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -77,6 +74,7 @@ type Regional struct {
 // requests and holds errors to a budget. A nil *Log is a log that is off.
 type Log struct {
 	ch     chan Entry
+	wake   chan struct{} // cap 1: the queue is half full, or closed
 	policy atomic.Pointer[logPolicy]
 	epoch  time.Time // origin of the error budget's clock
 	done   chan struct{}
@@ -87,8 +85,10 @@ type Log struct {
 }
 
 const (
-	queueLen = 8192
-	redacted = "[redacted]"
+	queueLen   = 8192
+	batchBytes = 32 << 10
+	flushEvery = 100 * time.Millisecond
+	redacted   = "[redacted]"
 )
 
 // New starts the writer; w nil means access logging is off (New returns
@@ -106,13 +106,13 @@ func New(w io.Writer, reg prometheus.Registerer) *Log {
 	if w == nil {
 		return nil
 	}
-	l := &Log{ch: make(chan Entry, queueLen), dropped: dropped, done: make(chan struct{}),
+	l := &Log{ch: make(chan Entry, queueLen), wake: make(chan struct{}, 1), dropped: dropped, done: make(chan struct{}),
 		epoch:             time.Now(),
 		suppressedSampled: suppressed.WithLabelValues("sampled"),
 		suppressedBudget:  suppressed.WithLabelValues("error_budget"),
 	}
 	l.policy.Store(newLogPolicy(snapshot.AccessLog{}, nil))
-	go l.run(slog.New(slog.NewJSONHandler(w, nil)))
+	go l.run(w)
 	return l
 }
 
@@ -232,76 +232,60 @@ func (l *Log) Write(e *Entry) {
 	}
 	select {
 	case l.ch <- c:
+		if len(l.ch) >= queueLen/2 {
+			l.poke()
+		}
 	default:
 		l.dropped.Inc()
 	}
 }
 
-func (l *Log) run(log *slog.Logger) {
+// poke wakes the writer before its next tick.
+func (l *Log) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the queued lines every flushEvery, or sooner when the queue
+// is half full, in writes of up to batchBytes. The request path then never
+// wakes a goroutine or makes a write(2) of its own: a line per request
+// written at once cost a wake-up and a syscall each (~3 µs of CPU per
+// request in BenchmarkChain), like nginx's access_log without buffer=.
+func (l *Log) run(w io.Writer) {
 	defer close(l.done)
-	ctx := context.Background()
-	var tid [32]byte
-	for e := range l.ch {
-		attrs := make([]slog.Attr, 0, 20)
-		attrs = append(attrs, slog.String("request_id", e.ReqID))
-		if e.TraceID != ([16]byte{}) {
-			hex.Encode(tid[:], e.TraceID[:])
-			attrs = append(attrs, slog.String("trace_id", string(tid[:])))
+	tick := time.NewTicker(flushEvery)
+	defer tick.Stop()
+	buf := make([]byte, 0, batchBytes+4096)
+	for {
+		select {
+		case <-tick.C:
+		case <-l.wake:
 		}
-		attrs = append(attrs,
-			slog.String("remote", e.Remote),
-			slog.String("proto", e.Proto),
-			slog.String("method", e.Method),
-			slog.String("host", e.Host),
-			slog.String("path", e.Path),
-		)
-		if e.Query != "" {
-			attrs = append(attrs, slog.String("query", redactQuery(e.Query, e.pol.redactQuery)))
-		}
-		attrs = append(attrs,
-			slog.Int("status", e.Status),
-			slog.Int64("bytes", e.Bytes),
-			slog.Float64("duration_ms", float64(e.Dur.Microseconds())/1000),
-		)
-		if e.Route != "" {
-			attrs = append(attrs, slog.String("route", e.Route), slog.String("revision", e.Revision))
-		}
-		if e.Upstream != "" {
-			attrs = append(attrs, slog.String("upstream", e.Upstream))
-		}
-		if e.Tenant != "" {
-			attrs = append(attrs, slog.String("tenant", e.Tenant))
-		}
-		if e.Subject != "" {
-			attrs = append(attrs, slog.String("subject", e.Subject))
-		}
-		if e.KeyID != "" {
-			attrs = append(attrs, slog.String("key_id", e.KeyID))
-		}
-		if rg := e.Regional; rg.Reason != "" {
-			attrs = append(attrs, slog.Group("regional", slog.String("target", rg.Target), slog.String("reason_code", rg.Reason),
-				slog.String("policy_version", rg.PolicyVersion.String()), slog.String("region_state_version", rg.StateVersion.String())))
-		}
-		if e.Err != "" {
-			attrs = append(attrs, slog.String("error", e.Err))
-		}
-		if e.Security {
-			attrs = append(attrs, slog.Bool("security", true))
-		}
-		if len(e.headers) > 0 {
-			hs := make([]slog.Attr, 0, len(e.headers))
-			for i, v := range e.headers {
-				if v != "" {
-					hs = append(hs, slog.String(e.pol.keys[i], v))
+		for {
+			select {
+			case e, ok := <-l.ch:
+				if !ok {
+					if len(buf) > 0 {
+						_, _ = w.Write(buf)
+					}
+					return
 				}
+				buf = appendLine(buf, &e)
+				if len(buf) < batchBytes {
+					continue
+				}
+			default:
 			}
-			if len(hs) > 0 {
-				attrs = append(attrs, slog.Attr{Key: "headers", Value: slog.GroupValue(hs...)})
+			if len(buf) > 0 {
+				_, _ = w.Write(buf) // nowhere to report it: the log is where errors go
+				buf = buf[:0]
+			}
+			if len(l.ch) == 0 {
+				break
 			}
 		}
-		r := slog.NewRecord(e.Start, slog.LevelInfo, "access", 0)
-		r.AddAttrs(attrs...)
-		_ = log.Handler().Handle(ctx, r)
 	}
 }
 
@@ -311,5 +295,6 @@ func (l *Log) Close() {
 		return
 	}
 	close(l.ch)
+	l.poke()
 	<-l.done
 }

@@ -40,6 +40,13 @@ type lab struct {
 
 func newLab(t testing.TB) *lab {
 	t.Helper()
+	return newLabWith(t, Options{})
+}
+
+// newLabWith is newLab with the proxy's options (a discarding logger when
+// o has none).
+func newLabWith(t testing.TB, o Options) *lab {
+	t.Helper()
 	dir := t.TempDir()
 	privPEM, pubPEM, err := snapshot.GenerateKey()
 	if err != nil {
@@ -55,7 +62,10 @@ func newLab(t testing.TB) *lab {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pemBytes)
 	l := &lab{t: t, priv: priv, pub: pub, certFile: certFile, keyFile: keyFile, roots: roots}
-	l.p = New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	l.p = New(o)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -26,7 +26,7 @@ type issuer struct {
 	file string
 }
 
-func newIssuer(t *testing.T) *issuer {
+func newIssuer(t testing.TB) *issuer {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{
 		"kty": "OKP", "crv": "Ed25519", "kid": "k1", "alg": "EdDSA", "use": "sig",
