@@ -103,11 +103,11 @@ func (c *control) submit(ctx context.Context, yaml string) error {
 }
 
 // follow starts the node client for the local proxy.
-func (c *control) follow(ctx context.Context, pub ed25519.PublicKey, snapDir, denyFile, admin string, log *slog.Logger) {
+func (c *control) follow(ctx context.Context, pub ed25519.PublicKey, snapDir, denyFile, purgeFile, admin string, log *slog.Logger) {
 	go func() {
 		err := nodeclient.Run(ctx, nodeclient.Config{URL: "http://" + controlAddr, Token: c.nodeToken, PublicKey: pub,
 			Identity:    model.Identity{NodeID: nodeID, Region: "local", Zone: "local-a"},
-			SnapshotDir: snapDir, DenyFile: denyFile, AdminURL: "http://" + admin,
+			SnapshotDir: snapDir, DenyFile: denyFile, PurgeFile: purgeFile, AdminURL: "http://" + admin,
 			ReportInterval: time.Second, WatchTimeout: 10 * time.Second, Logger: log})
 		if err != nil && ctx.Err() == nil {
 			log.Error("node client stopped", "err", err)

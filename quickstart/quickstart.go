@@ -78,18 +78,19 @@ func Run(ctx context.Context, o Options) error {
 	defer ups.close()
 
 	snapDir, stateDir := filepath.Join(o.Dir, "snapshots"), filepath.Join(o.Dir, "state")
-	denyFile := filepath.Join(stateDir, "deny.json")
+	denyFile, purgeFile := filepath.Join(stateDir, "deny.json"), filepath.Join(stateDir, "purge.json")
 	return daemon.Run(ctx, daemon.Config{
 		SnapshotDir: snapDir,
 		StateDir:    stateDir,
 		DenyFile:    denyFile,
+		PurgeFile:   purgeFile, // rampart control purge
 		PublicKey:   pub,
 		AdminAddr:   o.AdminAddr,
 		Pprof:       o.Pprof,
 		AccessLog:   o.AccessLog,
 		Logger:      o.Logger,
 		Started: func(p *proxy.Proxy, admin net.Addr) {
-			cp.follow(ctx, pub, snapDir, denyFile, admin.String(), o.Logger)
+			cp.follow(ctx, pub, snapDir, denyFile, purgeFile, admin.String(), o.Logger)
 			go func() {
 				deadline := time.Now().Add(15 * time.Second)
 				for p.Active() == nil || p.Active().Snap.Config.Listeners == nil {

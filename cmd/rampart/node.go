@@ -26,7 +26,7 @@ type nodeFlags struct {
 func addNodeFlags(fs *flag.FlagSet) nodeFlags {
 	host, _ := os.Hostname()
 	return nodeFlags{
-		url:       fs.String("control-url", "", "control plane URL; when set, snapshots and the deny list come from it"),
+		url:       fs.String("control-url", "", "control plane URL; when set, snapshots, the deny list, the region state and cache purges come from it"),
 		tokenFile: fs.String("control-token-file", "", "file holding the node's bearer token"),
 		nodeID:    fs.String("node-id", host, "this node's id at the control plane"),
 		zone:      fs.String("zone", "", "this node's zone (rollout stages)"),
@@ -42,7 +42,7 @@ func addNodeFlags(fs *flag.FlagSet) nodeFlags {
 
 // config builds the node client's config; ok is false when no control
 // plane is configured.
-func (n nodeFlags) config(pub ed25519.PublicKey, region, snapDir, denyFile string) (nodeclient.Config, bool, error) {
+func (n nodeFlags) config(pub ed25519.PublicKey, region, snapDir, denyFile, purgeFile string) (nodeclient.Config, bool, error) {
 	if *n.url == "" {
 		return nodeclient.Config{}, false, nil
 	}
@@ -58,7 +58,7 @@ func (n nodeFlags) config(pub ed25519.PublicKey, region, snapDir, denyFile strin
 	}
 	return nodeclient.Config{URL: *n.url, Token: strings.TrimSpace(string(tok)), PublicKey: pub,
 		Identity:    model.Identity{NodeID: *n.nodeID, Region: region, Zone: *n.zone, Cohort: *n.cohort},
-		SnapshotDir: snapDir, DenyFile: denyFile, HTTPClient: hc,
+		SnapshotDir: snapDir, DenyFile: denyFile, PurgeFile: purgeFile, HTTPClient: hc,
 		RegionStateFile: *n.regionStateFile, AgentStatusURL: *n.agentStatusURL}, true, nil
 }
 

@@ -36,7 +36,7 @@ func cmdProxy(args []string) error {
 	handoffSock := fs.String("handoff-socket", "", "unix socket where the node agent fetches the listening sockets (e.g. /run/rampart/handoff.sock)")
 	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second (default with -control-url: <state-dir>/deny.json)")
 	regionState := fs.String("region-state", "", "signed region-state document (rampart regionstate build) watched and applied within a second; none: every regional signal unknown")
-	purgeFile := fs.String("purge-file", "", "signed cache purge document (rampart purge) watched and applied within a second; none: no purges")
+	purgeFile := fs.String("purge-file", "", "signed cache purge document (rampart purge, or rampart control purge through the control plane) watched and applied within a second (default with -control-url: <state-dir>/purge.json); none: no purges")
 	regionStateMaxAge := fs.Duration("region-state-max-age", regionwatch.DefaultMaxAge, "a region-state document older than this (by its creation time) counts as absent (1s..24h)")
 	pidFile := fs.String("pid-file", "", "file where the serving process writes its PID once ready (systemd PIDFile= follows it across SIGHUP upgrades)")
 	upgradeTimeout := fs.Duration("upgrade-timeout", time.Minute, "on SIGHUP, how long the new process gets to become ready before the old gives up on it and keeps serving (1s..10m)")
@@ -55,13 +55,16 @@ func cmdProxy(args []string) error {
 	if *node.url != "" && *denyFile == "" {
 		*denyFile = filepath.Join(*state, "deny.json")
 	}
+	if *node.url != "" && *purgeFile == "" {
+		*purgeFile = filepath.Join(*state, "purge.json")
+	}
 	if *node.url != "" && *regionState == "" && *node.regionStateFile == "" {
 		*regionState = filepath.Join(*state, "region-state.json")
 	}
 	if *node.regionStateFile == "" {
 		*node.regionStateFile = *regionState
 	}
-	nc, withControl, err := node.config(pub, *region, *dir, *denyFile)
+	nc, withControl, err := node.config(pub, *region, *dir, *denyFile, *purgeFile)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ const (
 const DefaultServer = "http://127.0.0.1:9080"
 
 // Commands are the client subcommands of `rampart control`.
-var Commands = []string{"submit", "diff", "rollout", "revisions", "fleet", "deny", "nodes",
+var Commands = []string{"submit", "diff", "rollout", "revisions", "fleet", "deny", "purge", "nodes",
 	"regions", "drain-region", "undrain-region", "platforms", "writer"}
 
 // IsCommand reports whether name is a client subcommand.
@@ -52,6 +52,8 @@ const Usage = `rampart control — operator commands against a running control p
   revisions [-limit N]                               newest first
   fleet                                              every node: stage, versions, health, refusals
   deny list | add KIND VALUE [-ttl D] [-reason R] | add -f FILE | remove KIND VALUE
+  purge -route R | -prefix HOST/PATH | -surrogate-key K   cache purge on every node within a second (admin); several: all must match
+  purge list                                         the rules the purge document lists
   nodes list | enroll ID | revoke ID
   regions                                            every region: health by the rule, why, nodes, served version, drain
   drain-region REGION [-reason R] | undrain-region REGION   drain a whole region through the region state (admin)
@@ -197,6 +199,8 @@ func dispatch(args []string, env Env) error {
 		return fleet(ctx, newCmd(name, env), rest)
 	case "deny":
 		return denyCmd(ctx, env, rest)
+	case "purge":
+		return purgeCmd(ctx, env, rest)
 	case "regions":
 		return regions(ctx, newCmd(name, env), rest)
 	case "drain-region":

@@ -3,8 +3,9 @@
 // it, hands it to the proxy by writing it atomically into the proxy's
 // snapshot directory (the proxy swaps it in memory and keeps it as its
 // last-known-good), follows the deny channel the same way into the
-// proxy's deny file and the region-state channel into the proxy's
-// region-state file, and reports the node's versions and health (with
+// proxy's deny file, the region-state channel into the proxy's
+// region-state file and the cache purge channel into the proxy's purge
+// file, and reports the node's versions and health (with
 // its upstream clusters' endpoint health and, given the agent's admin
 // URL, the VIP prefixes its anycast agent announces).
 //
@@ -32,6 +33,7 @@ import (
 
 	"github.com/rampart-edge/rampart/control/model"
 	"github.com/rampart-edge/rampart/format/envelope"
+	"github.com/rampart-edge/rampart/format/purge"
 	"github.com/rampart-edge/rampart/format/regionstate"
 	"github.com/rampart-edge/rampart/l7/deny"
 	"github.com/rampart-edge/rampart/l7/snapshot"
@@ -49,6 +51,9 @@ type Config struct {
 	// RegionStateFile is the proxy's -region-state file (the agent may
 	// read the same file); "" leaves the region state alone.
 	RegionStateFile string
+	// PurgeFile is the proxy's -purge-file (the cache purge document);
+	// "" leaves the purge channel alone.
+	PurgeFile string
 	// AgentStatusURL is the anycast agent's admin listener
 	// (http://127.0.0.1:9902); when set, each report says which VIP
 	// prefixes the agent announces, every VIP's state and reason and the
@@ -112,7 +117,9 @@ type Client struct {
 	// regionVersion is the region-state document handed over last
 	// (regionstate.go).
 	regionVersion envelope.Version
-	demand        demandMeter // report.go: quota demand rates
+	// purgeVersion is the purge document handed over last (purge.go).
+	purgeVersion envelope.Version
+	demand       demandMeter // report.go: quota demand rates
 }
 
 // New checks the config and reads what the node already has: the newest
@@ -183,6 +190,17 @@ func New(c Config) (*Client, error) {
 			}
 		}
 	}
+	if c.PurgeFile != "" {
+		if err := os.MkdirAll(filepath.Dir(c.PurgeFile), 0o755); err != nil {
+			return nil, fmt.Errorf("nodeclient: purge file dir: %w", err)
+		}
+		if data, err := os.ReadFile(c.PurgeFile); err == nil {
+			if d, err := purge.Parse(data, c.PublicKey); err == nil {
+				cl.purgeVersion = d.Version
+				cl.st.Purge = d.Version.String()
+			}
+		}
+	}
 	return cl, nil
 }
 
@@ -208,6 +226,10 @@ func (cl *Client) Run(ctx context.Context) error {
 	if cl.c.RegionStateFile != "" {
 		wg.Add(1)
 		go func() { defer wg.Done(); cl.watchRegionState(ctx) }()
+	}
+	if cl.c.PurgeFile != "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); cl.watchPurge(ctx) }()
 	}
 	wg.Wait()
 	return nil

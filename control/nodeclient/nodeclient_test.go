@@ -48,6 +48,7 @@ type control struct {
 	mu      sync.Mutex
 	offer   []byte
 	deny    []byte
+	purge   []byte
 	reports []model.Status
 	once    bool // offer the snapshot once, then 204
 }
@@ -76,6 +77,8 @@ func (c *control) serve(t *testing.T) *httptest.Server {
 			}
 		case r.URL.Path == "/v1/node/deny" && c.deny != nil:
 			_, _ = w.Write(c.deny)
+		case r.URL.Path == "/v1/node/purge" && c.purge != nil:
+			_, _ = w.Write(c.purge)
 		default:
 			time.Sleep(20 * time.Millisecond)
 			w.WriteHeader(http.StatusNoContent)
@@ -93,6 +96,7 @@ func strictJSON(r io.Reader, v any) error {
 func newClient(t *testing.T, url, dir string) *Client {
 	c, err := New(Config{URL: url, Token: "tok", Identity: model.Identity{NodeID: "n1", Zone: "z"}, PublicKey: pub,
 		SnapshotDir: filepath.Join(dir, "snaps"), DenyFile: filepath.Join(dir, "deny.json"), KeepSnapshots: 2,
+		PurgeFile:      filepath.Join(dir, "purge", "purge.json"),
 		Reporter:       func(context.Context) (Observation, error) { return Observation{Ready: true}, nil },
 		ReportInterval: 20 * time.Millisecond, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
