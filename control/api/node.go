@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -44,6 +45,17 @@ func (a *API) watchSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) watchDeny(w http.ResponseWriter, r *http.Request) {
+	a.serveWatch(w, r, HeaderSequence, func(ctx context.Context, q model.WatchQuery) (string, []byte, error) {
+		seq, file, err := a.p.WatchDeny(ctx, q)
+		return strconv.FormatUint(seq, 10), file, err
+	})
+}
+
+// serveWatch answers a node's long-poll for a signed document: the query
+// and the node's identity checked, then the document with its version in
+// header, or 204 when the node's copy is current.
+func (a *API) serveWatch(w http.ResponseWriter, r *http.Request, header string,
+	watch func(context.Context, model.WatchQuery) (string, []byte, error)) {
 	q, err := model.ParseWatchQuery(r.URL.Query())
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
@@ -52,7 +64,7 @@ func (a *API) watchDeny(w http.ResponseWriter, r *http.Request) {
 	if !a.speaksFor(w, r, q.NodeID) {
 		return
 	}
-	seq, file, err := a.p.WatchDeny(r.Context(), q)
+	version, file, err := watch(r.Context(), q)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -62,7 +74,7 @@ func (a *API) watchDeny(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set(HeaderSequence, strconv.FormatUint(seq, 10))
+	w.Header().Set(header, version)
 	_, _ = w.Write(file)
 }
 

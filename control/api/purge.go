@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/rampart-edge/rampart/control/model"
@@ -38,24 +39,8 @@ func (a *API) purgeList(w http.ResponseWriter, r *http.Request) {
 
 // watchPurge is the node long-poll GET /v1/node/purge?node=&version=E.S.
 func (a *API) watchPurge(w http.ResponseWriter, r *http.Request) {
-	q, err := model.ParseWatchQuery(r.URL.Query())
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
-		return
-	}
-	if !a.speaksFor(w, r, q.NodeID) {
-		return
-	}
-	v, file, err := a.p.WatchPurge(r.Context(), q)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if file == nil {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set(HeaderPurgeVersion, v.String())
-	_, _ = w.Write(file)
+	a.serveWatch(w, r, HeaderPurgeVersion, func(ctx context.Context, q model.WatchQuery) (string, []byte, error) {
+		v, file, err := a.p.WatchPurge(ctx, q)
+		return v.String(), file, err
+	})
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -118,24 +119,8 @@ func (a *API) setWriter(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) watchRegionState(w http.ResponseWriter, r *http.Request) {
-	q, err := model.ParseWatchQuery(r.URL.Query())
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
-		return
-	}
-	if !a.speaksFor(w, r, q.NodeID) {
-		return
-	}
-	v, file, err := a.p.WatchRegionState(r.Context(), envelope.Version(q.Version), q)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if file == nil {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set(HeaderRegionStateVersion, v.String())
-	_, _ = w.Write(file)
+	a.serveWatch(w, r, HeaderRegionStateVersion, func(ctx context.Context, q model.WatchQuery) (string, []byte, error) {
+		v, file, err := a.p.WatchRegionState(ctx, envelope.Version(q.Version), q)
+		return v.String(), file, err
+	})
 }
