@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,10 +13,13 @@ import (
 
 // Object is one stored response.
 type Object struct {
-	Status   int
-	Header   http.Header // as received, without hop-by-hop fields, Age and Cache-Status
-	Body     []byte
-	Stored   time.Time     // when stored, or last refreshed by a 304
+	Status int
+	Header http.Header // as received, without hop-by-hop fields, Age and Cache-Status
+	Body   []byte
+	Stored time.Time // when stored, or last refreshed by a 304
+	// Fetched is when the request that produced the object (or its last
+	// 304) went upstream; purges compare their time with it. Zero: Stored.
+	Fetched  time.Time
 	BaseAge  time.Duration // the Age the response came with (RFC 9111 4.2.3, corrected_initial_age)
 	Lifetime time.Duration // freshness lifetime
 	CC       ResponseCC
@@ -42,6 +46,14 @@ func (o *Object) Age(now time.Time) time.Duration {
 
 // TTL is how long the object stays fresh from now (negative: stale by that much).
 func (o *Object) TTL(now time.Time) time.Duration { return o.Lifetime - o.Age(now) }
+
+// FetchedAt is Fetched, or Stored when Fetched is unset.
+func (o *Object) FetchedAt() time.Time {
+	if o.Fetched.IsZero() {
+		return o.Stored
+	}
+	return o.Fetched
+}
 
 // Validators reports whether the object can be revalidated (ETag or Last-Modified).
 func (o *Object) Validators() bool {
@@ -82,7 +94,28 @@ type Store struct {
 	c         *otter.Cache[string, *slot]
 	evictions atomic.Uint64
 	OnEvict   func() // called for each eviction by size (metrics); may be nil
+
+	// purges are the recent purges' tests, checked by Put: a response
+	// fetched before a purge but stored after it must not survive it.
+	// mu orders a Put's check-and-store against Purge recording its test
+	// before it walks the store, so an object is either seen by the walk
+	// or refused by the check.
+	mu      sync.Mutex
+	purges  []purgeMark
+	refused atomic.Uint64
 }
+
+type purgeMark struct {
+	at    time.Time
+	match func(*Object) bool
+}
+
+// PurgeMemory is how long Put keeps checking a purge: a fetch that
+// started before the purge and is stored later than this survives it.
+const PurgeMemory = 10 * time.Minute
+
+// maxPurgeMarks bounds the tests Put runs (the oldest go first).
+const maxPurgeMarks = 256
 
 // NewStore makes a store bounded by maxBytes.
 func NewStore(maxBytes int64) *Store {
@@ -135,21 +168,32 @@ func (s *Store) Get(key string, req http.Header) *Object {
 }
 
 // Put stores o under key (and, when the response varies, under the
-// secondary key of req's header values), for its freshness and Keep.
-func (s *Store) Put(key string, req http.Header, o *Object) {
+// secondary key of req's header values), for its freshness and Keep;
+// it reports false when o is not stored: not worth it, or a purge made
+// while it was being fetched matches it.
+func (s *Store) Put(key string, req http.Header, o *Object) bool {
 	exp := o.Expiry()
 	if exp <= 0 {
-		return
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.purges {
+		if m.match(o) {
+			s.refused.Add(1)
+			return false
+		}
 	}
 	vary := varyNames(o.Header)
 	o.vary = vary
 	if vary == nil {
 		s.c.Set(key, &slot{obj: o, expire: exp})
-		return
+		return true
 	}
 	// The primary slot names the fields; it outlives its variants a little.
 	s.c.Set(key, &slot{vary: vary, expire: exp + time.Minute})
 	s.c.Set(secondaryKey(key, vary, req), &slot{obj: o, expire: exp})
+	return true
 }
 
 // Expiry is how long from its storing the store holds o: fresh, then
@@ -159,7 +203,7 @@ func (o *Object) Expiry() time.Duration {
 }
 
 // Refresh re-stores o after a 304 made it fresh again.
-func (s *Store) Refresh(key string, req http.Header, o *Object) { s.Put(key, req, o) }
+func (s *Store) Refresh(key string, req http.Header, o *Object) bool { return s.Put(key, req, o) }
 
 // Delete removes key's object (and the variant req selects).
 func (s *Store) Delete(key string, req http.Header) {
@@ -169,6 +213,30 @@ func (s *Store) Delete(key string, req http.Header) {
 	}
 	s.c.Invalidate(key)
 }
+
+// Purge removes every object match selects, as Remove does, and keeps
+// match for PurgeMemory past at so that Put refuses what it selects among
+// responses still being fetched. match must select only objects fetched
+// before at (so what is fetched later stores again).
+func (s *Store) Purge(at time.Time, match func(o *Object) bool) int {
+	s.mu.Lock()
+	keep := s.purges[:0]
+	for _, m := range s.purges {
+		if time.Since(m.at) < PurgeMemory {
+			keep = append(keep, m)
+		}
+	}
+	s.purges = append(keep, purgeMark{at: at, match: match})
+	if n := len(s.purges); n > maxPurgeMarks {
+		s.purges = append(s.purges[:0], s.purges[n-maxPurgeMarks:]...)
+	}
+	s.mu.Unlock()
+	return s.Remove(match)
+}
+
+// PurgeRefused counts responses Put refused because a purge made while
+// they were fetched selects them.
+func (s *Store) PurgeRefused() uint64 { return s.refused.Load() }
 
 // Remove deletes every object for which match returns true and reports
 // how many it removed.

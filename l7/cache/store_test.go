@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -104,5 +105,75 @@ func TestObjectAge(t *testing.T) {
 	}
 	if ttl := o.TTL(now); ttl != 5*time.Second {
 		t.Fatalf("ttl %v", ttl)
+	}
+}
+
+// TestPurgeRefusesInFlight: a response fetched before a purge but stored
+// after it is refused; one fetched after the purge stores.
+func TestPurgeRefusesInFlight(t *testing.T) {
+	s := NewStore(1 << 20)
+	at := time.Now()
+	obj := func(fetched time.Time) *Object {
+		return &Object{Status: 200, Header: http.Header{}, Stored: time.Now(), Fetched: fetched, Lifetime: time.Hour, Route: "r"}
+	}
+	if !s.Put("old", http.Header{}, obj(at.Add(-time.Hour))) {
+		t.Fatal("Put refused before any purge")
+	}
+	sel := func(o *Object) bool { return o.Route == "r" && o.FetchedAt().Before(at) }
+	if n := s.Purge(at, sel); n != 1 || s.Get("old", http.Header{}) != nil {
+		t.Fatalf("Purge removed %d; old still there: %v", n, s.Get("old", http.Header{}) != nil)
+	}
+	if s.Put("inflight", http.Header{}, obj(at.Add(-time.Millisecond))) || s.Get("inflight", http.Header{}) != nil {
+		t.Fatal("a response fetched before the purge was stored after it")
+	}
+	if s.PurgeRefused() != 1 {
+		t.Fatalf("PurgeRefused = %d, want 1", s.PurgeRefused())
+	}
+	if !s.Put("later", http.Header{}, obj(at.Add(time.Millisecond))) || s.Get("later", http.Header{}) == nil {
+		t.Fatal("a response fetched after the purge was refused")
+	}
+	other := obj(at.Add(-time.Minute))
+	other.Route = "other"
+	if !s.Put("other", http.Header{}, other) {
+		t.Fatal("the purge refused an object it does not select")
+	}
+	// Refresh after a 304 is checked too: its Fetched is the 304's request.
+	if s.Refresh("old", http.Header{}, obj(at.Add(-time.Second))) {
+		t.Fatal("a 304 requested before the purge refreshed a purged object")
+	}
+}
+
+func TestFetchedAtFallsBackToStored(t *testing.T) {
+	st := time.Unix(100, 0)
+	if got := (&Object{Stored: st}).FetchedAt(); !got.Equal(st) {
+		t.Fatalf("FetchedAt = %v, want Stored %v", got, st)
+	}
+	f := time.Unix(90, 0)
+	if got := (&Object{Stored: st, Fetched: f}).FetchedAt(); !got.Equal(f) {
+		t.Fatalf("FetchedAt = %v, want Fetched %v", got, f)
+	}
+}
+
+func TestPurgeMarksBounded(t *testing.T) {
+	s := NewStore(1 << 20)
+	now := time.Now()
+	for i := range maxPurgeMarks + 50 {
+		s.Purge(now, func(o *Object) bool { return o.Route == fmt.Sprint(i) })
+	}
+	s.mu.Lock()
+	n := len(s.purges)
+	s.mu.Unlock()
+	if n != maxPurgeMarks {
+		t.Fatalf("%d marks kept, want %d", n, maxPurgeMarks)
+	}
+	// Marks older than PurgeMemory go at the next purge.
+	s2 := NewStore(1 << 20)
+	s2.Purge(now.Add(-2*PurgeMemory), func(*Object) bool { return true })
+	s2.Purge(now, func(*Object) bool { return false })
+	s2.mu.Lock()
+	n = len(s2.purges)
+	s2.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d marks after an old one should have gone, want 1", n)
 	}
 }

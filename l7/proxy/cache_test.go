@@ -448,3 +448,70 @@ func TestCachePurgeAcrossTwoProxies(t *testing.T) {
 		eventually(t, 20*time.Second, "route purge on every proxy", missed(l, "/c/b"))
 	}
 }
+
+// TestCachePurgeDuringFetch: a purge published while a miss is being
+// fetched must not let that response be stored: the next request is a
+// miss again (upstream sees 2), and the refusal is counted.
+func TestCachePurgeDuringFetch(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	up := startUpstream(t, "app", func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		w.Header().Set("Cache-Control", "max-age=600")
+		_, _ = io.WriteString(w, "v")
+	})
+	privPEM, pubPEM, err := envelope.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := envelope.ParsePrivateKey(privPEM)
+	pub, _ := envelope.ParsePublicKey(pubPEM)
+	path := filepath.Join(t.TempDir(), "purge.json")
+	l := cacheLab(t, up, snapshot.RouteCache{}, nil)
+	applied := make(chan int, 4)
+	w, err := purgewatch.New(purgewatch.Config{Path: path, PublicKey: pub, Store: l.p.CacheStore,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnApply: func(_ purge.Rule, n int) { applied <- n }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = w.Run(ctx) }()
+	first := make(chan string, 1)
+	go func() {
+		_, _, h := doGet(t, l.h1(), l.url("http", "/c/slow"))
+		first <- h.Get("Cache-Status")
+	}()
+	eventually(t, 20*time.Second, "the first request reaching the upstream", func() bool { return calls.Load() == 1 })
+	f, err := purge.Build(priv, purge.Append(nil, time.Now(), "cached", "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := envelope.WriteFileAtomic(path, f, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-applied:
+		if n != 0 {
+			t.Fatalf("the purge removed %d objects, want 0 (nothing stored yet)", n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the purge was not applied")
+	}
+	close(release)
+	if cs := <-first; !strings.Contains(cs, "fwd=miss") {
+		t.Fatalf("first request: Cache-Status %q", cs)
+	}
+	if _, _, h := doGet(t, l.h1(), l.url("http", "/c/slow")); !strings.Contains(h.Get("Cache-Status"), "fwd=miss") {
+		t.Fatalf("after the purge: Cache-Status %q, want a miss (the purged fetch was stored)", h.Get("Cache-Status"))
+	}
+	if calls.Load() != 2 || l.p.CacheStore().PurgeRefused() != 1 {
+		t.Fatalf("upstream saw %d requests (want 2); refused %d (want 1)", calls.Load(), l.p.CacheStore().PurgeRefused())
+	}
+	// The third request hits what the second stored.
+	if _, _, h := doGet(t, l.h1(), l.url("http", "/c/slow")); !strings.Contains(h.Get("Cache-Status"), "hit") {
+		t.Fatalf("third request: Cache-Status %q, want a hit", h.Get("Cache-Status"))
+	}
+}

@@ -3,8 +3,13 @@
 // l7/docwatch runtime (a poll every 250 ms, never an equal or lower
 // version, the last good file kept and persisted) and, for each document
 // that goes in force, removes the objects each new rule matches that were
-// stored before the rule's time. Rules are applied once, by id: a rule at
-// or below the highest id applied is not run again.
+// fetched before the rule's time (or before the proxy saw the rule, when
+// that is later: clock skew). The store keeps each purge's test for a
+// while, so a response fetched before a purge but stored after it is
+// refused too. Rules are applied once, by id: a rule at or below the
+// highest id applied is not run again. A gap in ids (rules that left the
+// document before this proxy saw them) removes everything fetched before
+// the oldest rule listed.
 package purgewatch
 
 import (
@@ -40,6 +45,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// OnApply, when set, hears each applied rule and how many objects it removed.
 	OnApply func(r purge.Rule, removed int)
+	// OnMissed, when set, hears a gap in rule ids (rules from..to left the
+	// document unseen) and how many objects that removed.
+	OnMissed func(from, to uint64, removed int)
 }
 
 // Watcher keeps the purge document in force and applies its rules.
@@ -115,13 +123,34 @@ func (w *Watcher) apply(d *purge.Document) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.c.Store()
+	seen := time.Now()
+	if len(d.Rules) > 0 && d.Rules[0].ID > w.last+1 {
+		// Rules w.last+1 .. first-1 left the document before this proxy
+		// saw them (it was away past the control plane's window). They
+		// were all made before the oldest rule listed, so everything
+		// fetched before that rule goes.
+		first := d.Rules[0]
+		at := first.At()
+		n := 0
+		if st != nil {
+			n = st.Purge(at, func(o *cache.Object) bool { return o.FetchedAt().Before(at) })
+		}
+		if w.last > 0 || n > 0 { // a fresh proxy (nothing applied yet) holds nothing that old, as a rule
+			w.c.Logger.Warn("cache purge rules missed: removed everything fetched before the oldest rule listed",
+				"missed_from", w.last+1, "missed_to", first.ID-1, "before", at, "removed", n, "version", d.Version.String())
+		}
+		if w.c.OnMissed != nil {
+			w.c.OnMissed(w.last+1, first.ID-1, n)
+		}
+	}
 	for _, r := range d.Rules {
 		if r.ID <= w.last {
 			continue
 		}
 		n := 0
 		if st != nil {
-			n = st.Remove(Matcher(r))
+			m := matcherAt(r, seen)
+			n = st.Purge(m.at, m.match)
 		}
 		w.last = r.ID
 		w.c.Logger.Info("cache purge applied", "rule", r.ID, "route", r.Route, "prefix", r.Prefix,
@@ -132,14 +161,33 @@ func (w *Watcher) apply(d *purge.Document) {
 	}
 }
 
-// Matcher is the rule's test of an object: stored before the rule's time
+type mark struct {
+	at    time.Time
+	match func(o *cache.Object) bool
+}
+
+// matcherAt is the rule's test as this proxy applies it, having seen the
+// rule at seen: the later of the rule's time (the control plane's clock)
+// and seen (ours) bounds what it removes, so a node whose clock runs
+// ahead of the control plane's still drops what it fetched before the
+// purge. The cost is that what was fetched between the two goes too.
+func matcherAt(r purge.Rule, seen time.Time) mark {
+	if at := r.At(); at.After(seen) {
+		seen = at
+	}
+	at := seen
+	return mark{at: at, match: func(o *cache.Object) bool { return selects(r, o) && o.FetchedAt().Before(at) }}
+}
+
+// Matcher is the rule's test of an object: fetched before the rule's time
 // and matching every selector the rule sets.
 func Matcher(r purge.Rule) func(o *cache.Object) bool {
 	at := r.At()
-	return func(o *cache.Object) bool {
-		return o.Stored.Before(at) &&
-			(r.Route == "" || o.Route == r.Route) &&
-			(r.Prefix == "" || strings.HasPrefix(o.Target, r.Prefix)) &&
-			(r.SurrogateKey == "" || slices.Contains(o.Surrogate, r.SurrogateKey))
-	}
+	return func(o *cache.Object) bool { return o.FetchedAt().Before(at) && selects(r, o) }
+}
+
+func selects(r purge.Rule, o *cache.Object) bool {
+	return (r.Route == "" || o.Route == r.Route) &&
+		(r.Prefix == "" || strings.HasPrefix(o.Target, r.Prefix)) &&
+		(r.SurrogateKey == "" || slices.Contains(o.Surrogate, r.SurrogateKey))
 }

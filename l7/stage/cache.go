@@ -102,6 +102,8 @@ func (m *Metrics) cacheState(maxBytes int64) *cacheState {
 			Help: "Objects evicted from the response cache to stay within limits.cache_max_bytes."}, func() float64 { return float64(st.Evictions()) }))
 		m.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rampart_cache_bytes",
 			Help: "Bytes the response cache holds (objects weighed with their headers and keys)."}, func() float64 { return float64(st.Bytes()) }))
+		m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rampart_cache_purge_refused_total",
+			Help: "Responses not stored because a purge made while they were fetched selects them."}, func() float64 { return float64(st.PurgeRefused()) }))
 	})
 	cs.store.SetMaxBytes(maxBytes)
 	return cs
@@ -295,6 +297,7 @@ func (s *cacheStage) fetch(x *Exchange, key string, old *cache.Object, rcc cache
 		}
 	}
 	x.W = rec
+	rec.sent = time.Now() // what purges compare with (the object's Fetched)
 	s.next.Serve(x)
 	x.W = rec.w
 	if rec.addedINM {
@@ -369,6 +372,7 @@ type recorder struct {
 	noStore   bool
 	addedINM  bool
 	addedIMS  bool
+	sent      time.Time // when the request went upstream
 	status    int
 	wrote     bool
 	swallow   bool
@@ -390,6 +394,7 @@ func (w *recorder) WriteHeader(code int) {
 		if code == http.StatusNotModified && (w.addedINM || w.addedIMS) {
 			w.swallow = true
 			w.refreshed = refresh(old, w.h, now, w.s.ttl)
+			w.refreshed.Fetched = w.sent
 			return
 		}
 		if code >= 500 && !old.CC.MustRevalidate && -old.TTL(now) <= w.s.sieOf(old) {
@@ -443,6 +448,7 @@ func (w *recorder) record(code int, now time.Time) (*cache.Object, string) {
 		}
 	}
 	o := newObject(w.s, code, w.h, cc, now, w.x)
+	o.Fetched = w.sent
 	if o.Expiry() <= 0 {
 		return nil, "stale" // not fresh, no validators, no stale window
 	}
