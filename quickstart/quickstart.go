@@ -120,6 +120,8 @@ Try:
   # route with a path parameter; about 1 in 5 answers come from the canary revision
   curl --cacert %[2]s https://localhost:8443/v1/users/42
   for i in $(seq 20); do curl -s --cacert %[2]s https://localhost:8443/v1/users/$i; done | grep -c canary
+  # a versioned API: 'Accept-Version: 2' matches route get-user-v2 (always the canary revision)
+  curl -s -H 'Accept-Version: 2' --cacert %[2]s https://localhost:8443/v1/users/42
   # HTTP/2, and the request id the proxy adds
   curl -si --http2 --cacert %[2]s https://localhost:8443/v1/users | head -5
   # HTTP/3 over QUIC (UDP 8443). Debian 12's curl has no HTTP/3 ('curl --version' lists HTTP3

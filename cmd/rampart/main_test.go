@@ -280,6 +280,23 @@ func TestUpQuickstart(t *testing.T) {
 	if canary < 15 || canary > 70 { // weight 20%: 40 ± 25 (over 4 sd)
 		t.Errorf("canary answered %d of 200", canary)
 	}
+	// The versioned API of the help text: Accept-Version: 2 always reaches the canary's route.
+	if !strings.Contains(help.String(), "Accept-Version: 2") {
+		t.Errorf("the help does not show the Accept-Version example:\n%s", help.String())
+	}
+	for i := 0; i < 20; i++ {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("https://localhost:8443/v1/users/%d", i), nil)
+		req.Header.Set("Accept-Version", "2")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"revision": "canary"`) {
+			t.Fatalf("Accept-Version: 2: %d %s", resp.StatusCode, b)
+		}
+	}
 	for path, want := range map[string]int{"/v1/users/42": 200, "/nowhere": 404, "/v1/orders/7": 502, "/v1/stats": 401} {
 		resp, err := http.Get("http://localhost:8080" + path)
 		if err != nil {
