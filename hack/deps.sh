@@ -44,6 +44,8 @@ case "$what" in
     want nginx nginx-light
     want wrk wrk
     want h2load nghttp2-client
+    want haproxy haproxy
+    want taskset util-linux
     ;;
   test|images) ;;
   gen)

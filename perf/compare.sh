@@ -14,15 +14,24 @@
 # tracing), and every load tool sends the same bearer token to all three. The summary then gives
 # nginx, bare rampart and chained rampart side by side: the "Q per instance" figure.
 #
+# HAPROXY=1 (default: when haproxy is installed) adds haproxy as one more proxy (h1, h2).
+# PIN=1 pins every proxy to CPU PROXY_CPU and the load tool and the upstream to LOAD_CPU (taskset).
+# RATES="500 1000 2000" makes every timed run open loop: perf/openload at each offered rate, for each
+# of MODES ("ka new": keep-alive, a new connection per request), latency measured from the due time.
+# RUNS_DIR=dir writes dir/runs.tsv (one line per timed run) and each run's raw output for perf/report.
+#
 # Knobs (env): DURATION=10s CONNS=64 STREAMS=10 THREADS=2 ROUNDS=3 PROTO=h1|h2|h3|all CHAIN=0|1
+#              HAPROXY=0|1 PIN=0|1 PROXY_CPU=0 LOAD_CPU=1 RATES= MODES="ka new" RUNS_DIR= OPENLOAD=path
 #              RAMPART=path H3LOAD=path KEEP=1 RAMPART_PROTOCOLS="h2, http1, h3"
 #              PORTS: RAMPART_PORT=18443 NGINX_PORT=18444 UPSTREAM_PORT=18081 ADMIN_PORT=19901
-#                     CHAIN_PORT=18445 CHAIN_ADMIN_PORT=19902 (CHAIN=1 only)
+#                     CHAIN_PORT=18445 CHAIN_ADMIN_PORT=19902 (CHAIN=1 only) HAPROXY_PORT=18446
 set -euo pipefail
 
 : "${DURATION:=10s}" "${CONNS:=64}" "${STREAMS:=10}" "${THREADS:=2}" "${ROUNDS:=3}" "${PROTO:=h1}"
 : "${RAMPART_PORT:=18443}" "${NGINX_PORT:=18444}" "${UPSTREAM_PORT:=18081}" "${ADMIN_PORT:=19901}"
-: "${CHAIN:=0}" "${CHAIN_PORT:=18445}" "${CHAIN_ADMIN_PORT:=19902}"
+: "${CHAIN:=0}" "${CHAIN_PORT:=18445}" "${CHAIN_ADMIN_PORT:=19902}" "${HAPROXY_PORT:=18446}"
+: "${PIN:=0}" "${PROXY_CPU:=0}" "${LOAD_CPU:=1}" "${RATES:=}" "${MODES:=ka new}" "${RUNS_DIR:=}"
+if [ -z "${HAPROXY:-}" ]; then if command -v haproxy >/dev/null; then HAPROXY=1; else HAPROXY=0; fi; fi
 # rampart's listener serves h3 in every run, so h1/h2 figures don't depend on PROTO; its h1/h2
 # responses then carry an Alt-Svc header, which wrk and h2load ignore. Drop h3 here to compare.
 : "${RAMPART_PROTOCOLS:=h2, http1, h3}"
@@ -38,11 +47,38 @@ die() { # also marks the report (once there is one) as failed
 # ---- preflight: tools, knobs, free ports ------------------------------------------------
 case "$PROTO" in h1 | h2 | h3) protos=("$PROTO") ;; all) protos=(h1 h2 h3) ;; *) die "PROTO must be h1, h2, h3 or all, not '$PROTO'" ;; esac
 case "$CHAIN" in 0 | "") chain=false ;; 1) chain=true ;; *) die "CHAIN must be 0 or 1, not '$CHAIN'" ;; esac
+case "$HAPROXY" in 0) haproxy=false ;; 1) haproxy=true ;; *) die "HAPROXY must be 0 or 1, not '$HAPROXY'" ;; esac
+case "$PIN" in 0 | "") pin=false ;; 1) pin=true ;; *) die "PIN must be 0 or 1, not '$PIN'" ;; esac
+open=false rates=() modes=(ka)
+if [ -n "$RATES" ]; then
+  open=true
+  read -ra rates <<<"${RATES//,/ }"
+  read -ra modes <<<"${MODES//,/ }"
+  for r in "${rates[@]}"; do [[ $r =~ ^[0-9]+$ ]] && ((r > 0)) || die "RATES: '$r' is not a positive whole number of req/s"; done
+  ((${#modes[@]})) || die "MODES is empty: want ka, new or both"
+  for m in "${modes[@]}"; do case $m in ka | new) ;; *) die "MODES: '$m' is not ka or new" ;; esac; done
+fi
+if [ -n "$RUNS_DIR" ]; then
+  mkdir -p "$RUNS_DIR" || die "RUNS_DIR $RUNS_DIR: cannot create it"
+  RUNS_DIR=$(realpath "$RUNS_DIR")
+fi
 declare -A tool_of=([h1]=wrk [h2]=h2load [h3]=h3load)
 needs=(nginx openssl curl ss pgrep)
+if $haproxy; then needs+=(haproxy); fi
+if $pin; then
+  needs+=(taskset)
+  for c in "$PROXY_CPU" "$LOAD_CPU"; do
+    [[ $c =~ ^[0-9]+$ ]] && ((c < $(nproc))) || die "PIN=1: CPU '$c' is not one of this machine's $(nproc) CPUs"
+  done
+  [ "$PROXY_CPU" != "$LOAD_CPU" ] || die "PIN=1: PROXY_CPU and LOAD_CPU must differ"
+fi
+if $open; then
+  [ -n "${OPENLOAD:-}" ] || needs+=(go) # perf/openload is built below unless OPENLOAD is given
+  tool_of=([h1]=openload [h2]=openload [h3]=openload)
+fi
 for proto in "${protos[@]}"; do
   case $proto in
-    h1 | h2) needs+=("${tool_of[$proto]}") ;;
+    h1 | h2) $open || needs+=("${tool_of[$proto]}") ;;
     h3) [ -n "${H3LOAD:-}" ] || needs+=(go) ;; # perf/h3load is built below unless H3LOAD is given
   esac
 done
@@ -55,6 +91,7 @@ if [[ " ${protos[*]} " == *" h3 "* ]] && ! $rampart_h3; then die "PROTO=$PROTO n
 tcp_ports=("$RAMPART_PORT" "$NGINX_PORT" "$UPSTREAM_PORT" "$ADMIN_PORT")
 rampart_ports=("$RAMPART_PORT")
 if $chain; then tcp_ports+=("$CHAIN_PORT" "$CHAIN_ADMIN_PORT") rampart_ports+=("$CHAIN_PORT"); fi
+if $haproxy; then tcp_ports+=("$HAPROXY_PORT"); fi
 if [ "$(printf '%s\n' "${tcp_ports[@]}" | sort -u | wc -l)" != "${#tcp_ports[@]}" ]; then die "the *_PORT knobs must differ: ${tcp_ports[*]}"; fi
 for p in "${tcp_ports[@]}"; do
   if ss -Htln "sport = :$p" | grep -q .; then die "port 127.0.0.1:$p is in use; free it or set the *_PORT knobs"; fi
@@ -75,7 +112,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   if ((rc != 0)); then # show what the servers said before the evidence is deleted
-    for f in "$work"/bare.log "$work"/chain.log "$work"/*/error.log; do
+    for f in "$work"/bare.log "$work"/chain.log "$work"/haproxy.log "$work"/*/error.log; do
       [ -s "$f" ] && { echo "--- tail $f" >&2; tail -n 20 "$f" >&2; }
     done
   fi
@@ -102,6 +139,20 @@ if [[ " ${protos[*]} " == *" h3 "* ]]; then
     (cd "$root" && go build -o "$H3LOAD" ./perf/h3load) || die "go build ./perf/h3load failed"
   fi
   H3LOAD=$(realpath "$H3LOAD")
+fi
+if $open; then
+  if [ -z "${OPENLOAD:-}" ]; then
+    OPENLOAD=$work/openload
+    (cd "$root" && go build -o "$OPENLOAD" ./perf/openload) || die "go build ./perf/openload failed"
+  fi
+  OPENLOAD=$(realpath "$OPENLOAD")
+fi
+# PIN=1: proxies on one CPU, the load tool and the upstream on another (taskset -c), so every
+# proxy gets the same single core; nginx then runs 1 worker and haproxy 1 thread (rampart's Go
+# runtime sizes GOMAXPROCS from the affinity mask: 1).
+pin_proxy=() pin_load=() nginx_workers=auto haproxy_threads=""
+if $pin; then
+  pin_proxy=(taskset -c "$PROXY_CPU") pin_load=(taskset -c "$LOAD_CPU") nginx_workers=1 haproxy_threads="nbthread 1"
 fi
 cd "$work" # from here on, nothing the script runs can litter the repo
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
@@ -152,12 +203,14 @@ else
   h2_listen="http2" h2_directive=""
 fi
 
-start_nginx() { # start_nginx NAME CONFIG-BODY -> sets nginx_pid (master, daemon off)
-  mkdir -p "$work/$1"
+start_nginx() { # start_nginx NAME CONFIG-BODY [PIN-PREFIX...] -> sets nginx_pid (master, daemon off)
+  local name=$1 body=$2
+  shift 2
+  mkdir -p "$work/$name"
   printf 'daemon off;\npid %s/nginx.pid;\nerror_log %s/error.log warn;\n%s\n' \
-    "$work/$1" "$work/$1" "$2" >"$work/$1/nginx.conf"
-  nginx -t -q -p "$work/$1/" -c "$work/$1/nginx.conf" -e "$work/$1/error.log" || die "bad $1 config"
-  nginx -p "$work/$1/" -c "$work/$1/nginx.conf" -e "$work/$1/error.log" &
+    "$work/$name" "$work/$name" "$body" >"$work/$name/nginx.conf"
+  nginx -t -q -p "$work/$name/" -c "$work/$name/nginx.conf" -e "$work/$name/error.log" || die "bad $name config"
+  "$@" nginx -p "$work/$name/" -c "$work/$name/nginx.conf" -e "$work/$name/error.log" &
   nginx_pid=$!
   pids+=("$nginx_pid")
 }
@@ -182,12 +235,12 @@ http {
     default_type text/plain;
     location / { $echo_hdr return 200 \"$body\"; }
   }
-}"
+}" "${pin_load[@]}"
 upstream_pid=$nginx_pid
 wait_http "http://127.0.0.1:$UPSTREAM_PORT/bench"
 
 # ---- 2. nginx as the TLS reverse proxy ----------------------------------------------------
-start_nginx nginx-proxy "worker_processes auto;
+start_nginx nginx-proxy "worker_processes $nginx_workers;
 events { worker_connections 4096; }
 http {
   access_log off; keepalive_requests 10000000; keepalive_timeout 300s;
@@ -204,8 +257,41 @@ http {
     ssl_session_cache shared:SSL:10m; ssl_session_timeout 1h;
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
   }
-}"
+}" "${pin_proxy[@]}"
 wait_http "https://127.0.0.1:$NGINX_PORT/bench"
+
+# ---- 2b. HAPROXY=1: haproxy as the TLS reverse proxy (h1 and h2 by ALPN; 2.6 in Debian 12 has no QUIC)
+haproxy_pid=""
+if $haproxy; then
+  cat "$work/tls.crt" "$work/tls.key" >"$work/haproxy.pem"
+  cat >"$work/haproxy.cfg" <<EOF
+global
+  $haproxy_threads
+  maxconn 4096
+  ssl-default-bind-ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305
+  ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
+  ssl-default-bind-options ssl-min-ver TLSv1.2
+  tune.ssl.cachesize 20000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 300s
+  timeout server 300s
+  timeout http-keep-alive 300s
+  option http-keep-alive
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:$HAPROXY_PORT ssl crt $work/haproxy.pem alpn h2,http/1.1
+  default_backend upstream
+backend upstream
+  server up 127.0.0.1:$UPSTREAM_PORT
+EOF
+  haproxy -c -q -f "$work/haproxy.cfg" >"$work/haproxy.log" 2>&1 || { cat "$work/haproxy.log" >&2; die "bad haproxy config"; }
+  "${pin_proxy[@]}" haproxy -db -f "$work/haproxy.cfg" >>"$work/haproxy.log" 2>&1 &
+  haproxy_pid=$!
+  pids+=("$haproxy_pid")
+  wait_http "https://127.0.0.1:$HAPROXY_PORT/bench"
+fi
 
 # ---- 3. rampart proxies from signed snapshots ---------------------------------------------
 # start_rampart NAME PORT ADMIN_PORT ACCESS_LOG [TOP-LEVEL-YAML [ROUTE-YAML]] -> sets rampart_pid.
@@ -234,7 +320,7 @@ ${6:-}
 EOF
   "$RAMPART" snapshot build -config "$d/rampart.yaml" -key "$work/snap.key" \
     -out "$d/snapshots/1.snap" >"$work/$1.log" 2>&1 || { cat "$work/$1.log" >&2; die "rampart snapshot build ($1) failed"; }
-  "$RAMPART" proxy -snapshot-dir "$d/snapshots" -state-dir "$d/state" \
+  "${pin_proxy[@]}" "$RAMPART" proxy -snapshot-dir "$d/snapshots" -state-dir "$d/state" \
     -public-key "$work/snap.pub" -admin "127.0.0.1:$3" -access-log "$4" -drain-timeout 1s \
     >"$work/$1.log" 2>&1 &
   rampart_pid=$!
@@ -270,11 +356,11 @@ rampart_pid=$bare_pid
 
 # ---- measurement helpers --------------------------------------------------------------------
 hz=$(getconf CLK_TCK)
-proxy_port() { # proxy names: rampart (the bare one), chain (CHAIN=1), nginx
-  case $1 in rampart) echo "$RAMPART_PORT" ;; chain) echo "$CHAIN_PORT" ;; *) echo "$NGINX_PORT" ;; esac
+proxy_port() { # proxy names: rampart (the bare one), chain (CHAIN=1), haproxy (HAPROXY=1), nginx
+  case $1 in rampart) echo "$RAMPART_PORT" ;; chain) echo "$CHAIN_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; *) echo "$NGINX_PORT" ;; esac
 }
-proxy_pids() { # the processes whose CPU we charge to a proxy: a rampart, or nginx master+workers
-  case $1 in rampart) echo "$rampart_pid" ;; chain) echo "$chain_pid" ;; *) echo "$nginx_pid" $(pgrep -P "$nginx_pid") ;; esac
+proxy_pids() { # the processes whose CPU we charge to a proxy: a rampart, haproxy, or nginx master+workers
+  case $1 in rampart) echo "$rampart_pid" ;; chain) echo "$chain_pid" ;; haproxy) echo "$haproxy_pid" ;; *) echo "$nginx_pid" $(pgrep -P "$nginx_pid") ;; esac
 }
 cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
   local t=0 p s f
@@ -291,7 +377,8 @@ busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; } # whole mach
 child_ticks() { local s; s=$(<"/proc/$$/stat"); s=${s##*) }; read -ra s <<<"$s"; echo $((s[13] + s[14])); }
 # Ticks of everything this benchmark runs: the proxies, the upstream, and (via this shell's
 # cutime+cstime) the load tool once reaped. Machine busy time minus this is "other" work.
-bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" $chain_pid "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
+bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" $chain_pid $haproxy_pid "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
+upstream_ticks() { cpu_ticks "$upstream_pid" $(pgrep -P "$upstream_pid"); }
 # The load tool's CPU: this shell's reaped children, i.e. the load tool plus a few short helpers
 # (date, the $(...) subshells) that cost well under a tick.
 load_ticks() { child_ticks; }
@@ -303,39 +390,59 @@ check_alive() {
     die "rampart proxy with the chain died, exit status $st"
   fi
   kill -0 "$nginx_pid" 2>/dev/null || die "nginx proxy died"
+  if [ -n "$haproxy_pid" ] && ! kill -0 "$haproxy_pid" 2>/dev/null; then die "haproxy died"; fi
   kill -0 "$upstream_pid" 2>/dev/null || die "upstream nginx died"
 }
-load() { # load PROTO PORT DURATION — run the protocol's load tool; output on stdout
+load() { # load PROTO PORT DURATION [MODE RATE] — run the protocol's load tool; output on stdout
+  if $open; then
+    local new=false
+    if [ "${4:-ka}" = new ]; then new=true; fi
+    "${pin_load[@]}" "$OPENLOAD" -proto "$1" -rate "${5:-${rates[0]}}" -d "$3" -c "$CONNS" -new="$new" \
+      "${hdr_args[@]}" "https://127.0.0.1:$2/bench"
+    return
+  fi
   case $1 in
-    h1) wrk -t"$THREADS" -c"$CONNS" -d"$3" --latency "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
-    h2) h2load -t"$THREADS" -c"$CONNS" -m "$STREAMS" -D "$3" "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
-    h3) GOMAXPROCS=$THREADS "$H3LOAD" -c "$CONNS" -m "$STREAMS" -d "$3" "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
+    h1) "${pin_load[@]}" wrk -t"$THREADS" -c"$CONNS" -d"$3" --latency "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
+    h2) "${pin_load[@]}" h2load -t"$THREADS" -c"$CONNS" -m "$STREAMS" -D "$3" "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
+    h3) GOMAXPROCS=$THREADS "${pin_load[@]}" "$H3LOAD" -c "$CONNS" -m "$STREAMS" -d "$3" "${hdr_args[@]}" "https://127.0.0.1:$2/bench" ;;
   esac
 }
 load_desc() { # load_desc PROTO — the load command, for the report (CHAIN=1: plus -H, see the header)
+  if $open; then
+    echo "openload -proto $1 -c$CONNS -d$DURATION -rate R, R in ${rates[*]}, modes ${modes[*]}"
+    return
+  fi
   case $1 in
     h1) echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency" ;;
     h2) echo "h2load -t$THREADS -c$CONNS -m$STREAMS -D $DURATION" ;;
     h3) echo "h3load -c$CONNS -m$STREAMS -d$DURATION, GOMAXPROCS=$THREADS" ;;
   esac
 }
-# parse PROTO OUT-FILE -> "requests req_per_s errors" (errors: '-' when none, else a description)
+# parse PROTO OUT-FILE -> "requests req_per_s p99_ms errors" (errors: '-' when none, else a
+# description; p99: '-' when the tool reports none here, perf/report reads the raw outputs)
 parse() {
+  if $open; then # openload: "requests:" counts 2xx; non2xx, errors, overload the rest
+    awk '/^requests:/{n=$2} /^req\/s:/{r=$2}
+         /^latency_us:/{for (i=2;i<=NF;i++) if ($i ~ /^p99=/) {sub(/^p99=/,"",$i); p=$i/1000}}
+         /^(non2xx|errors|overload):/{if ($2>0) e=e $1 $2 " "}
+         END{print n+0, r+0, (p=="" ? "-" : sprintf("%.1f", p)), (e=="" ? "-" : e)}' "$2"
+    return
+  fi
   case $1 in
     h1) awk '/ requests in /{n=$1} /^Requests\/sec:/{r=$2}
              /Non-2xx or 3xx responses:/{e=e "non-2xx/3xx=" $NF " "}
              /Socket errors:/{sub(/^ *Socket errors: */,""); gsub(/ /,""); e=e "socket:" $0 " "}
-             END{print n+0, r+0, (e=="" ? "-" : e)}' "$2" ;;
+             END{print n+0, r+0, "-", (e=="" ? "-" : e)}' "$2" ;;
     h2) # h2load: count requests that succeeded with a 2xx; report everything else
       awk '/^finished in/{r=$4} /^requests:/{f=$10; x=$12; to=$14}
            /^status codes:/{s2=$3; s3=$5; s4=$7; s5=$9}
            END{e=""; if (f+x+to>0) e=e "failed=" f+0 ",errored=" x+0 ",timeout=" to+0 " ";
                if (s3+s4+s5>0) e=e "3xx=" s3+0 ",4xx=" s4+0 ",5xx=" s5+0 " ";
-               print s2+0, r+0, (e=="" ? "-" : e)}' "$2" ;;
+               print s2+0, r+0, "-", (e=="" ? "-" : e)}' "$2" ;;
     h3) # h3load: "requests:" counts 2xx; "non2xx:" and "errors:" the rest; "dials:" re-connects
       awk -v c="$CONNS" '/^requests:/{n=$2} /^req\/s:/{r=$2} /^dials:/{d=$2}
            /^non2xx:/{if ($2>0) e=e "non2xx=" $2 $3 $4 $5 $6 $7 " "} /^errors:/{if ($2>0) e=e "errors=" $2 " "}
-           END{if (d>c) e=e "redials=" d-c " "; print n+0, r+0, (e=="" ? "-" : e)}' "$2" ;;
+           END{if (d>c) e=e "redials=" d-c " "; print n+0, r+0, "-", (e=="" ? "-" : e)}' "$2" ;;
   esac
 }
 
@@ -390,8 +497,15 @@ else
 fi
 say "date:     $(date -u +%FT%TZ)   host: $(uname -r), $(nproc) CPUs, CLK_TCK=$hz"
 say "rampart:  $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown) ($RAMPART)"
-say "nginx:    $nginx_ver (proxy: worker_processes auto = $(($(pgrep -P "$nginx_pid" | wc -l))) workers; upstream: 1 worker)"
-say "load:     PROTO=$PROTO CHAIN=$CHAIN rounds=$ROUNDS duration=$DURATION warm-up=$WARMUP, per protocol:"
+say "nginx:    $nginx_ver (proxy: worker_processes $nginx_workers = $(($(pgrep -P "$nginx_pid" | wc -l))) workers; upstream: 1 worker)"
+if $haproxy; then say "haproxy:  $(haproxy -v | awk 'NR==1{print $3}') :$HAPROXY_PORT (${haproxy_threads:-threads: one per CPU}; h1, h2 by ALPN; http-reuse always; no HTTP/3 in Debian's build)"; fi
+if $pin; then
+  say "pinning:  PIN=1: proxies on CPU $PROXY_CPU, load tool and upstream on CPU $LOAD_CPU (taskset -c)"
+else
+  say "pinning:  none (PIN=0): proxies, load tool and upstream share all $(nproc) CPUs"
+fi
+if $open; then say "open loop: RATES=${rates[*]} req/s offered, MODES=${modes[*]} (ka: keep-alive, new: a new connection per request)"; fi
+say "load:     PROTO=$PROTO CHAIN=$CHAIN HAPROXY=$HAPROXY rounds=$ROUNDS duration=$DURATION warm-up=$WARMUP, per protocol:"
 for proto in "${protos[@]}"; do say "          $proto: $(load_desc "$proto")"; done
 if $chain; then
   say "          every load run, against every proxy, also sends -H 'Authorization: Bearer <JWT, ${#token} bytes>'"
@@ -409,6 +523,7 @@ fi
 say "tls:      rampart :$RAMPART_PORT $(tls_of "$RAMPART_PORT")"
 if $chain; then say "          chain   :$CHAIN_PORT $(tls_of "$CHAIN_PORT")"; fi
 say "          nginx   :$NGINX_PORT $(tls_of "$NGINX_PORT")"
+if $haproxy; then say "          haproxy :$HAPROXY_PORT $(tls_of "$HAPROXY_PORT")"; fi
 if $has_h3; then
   say "          rampart :$RAMPART_PORT/udp (HTTP/3) $(h3_of "$RAMPART_PORT")"
   if $chain; then say "          chain   :$CHAIN_PORT/udp (HTTP/3) $(h3_of "$CHAIN_PORT")"; fi
@@ -458,16 +573,29 @@ fi
 say ""
 
 # ---- interleaved rounds, protocol by protocol ---------------------------------------------------
-say "$(printf '%-5s %-5s %-8s %10s %10s %7s %5s %5s %11s %8s %6s  %s' \
-  round proto proxy requests req/s cpu_s cpu% load% req/cpu_s us/req other% errors)"
-declare -A eff # eff[proto/proxy] = list of requests-per-CPU-second, one per round
+say "$(printf '%-5s %-5s %-4s %6s %-8s %10s %10s %7s %5s %5s %11s %8s %7s %6s  %s' \
+  round proto mode rate proxy requests req/s cpu_s cpu% load% req/cpu_s us/req p99ms other% errors)"
+declare -A eff p99s # eff[proto/mode/rate/proxy] = requests-per-CPU-second per round; p99s: p99 ms
+runs_tsv=""
+if [ -n "$RUNS_DIR" ]; then
+  runs_tsv=$RUNS_DIR/runs.tsv
+  printf 'proto\tmode\trate\tround\tproxy\ttool\twall_s\tproxy_ticks\tload_ticks\tupstream_ticks\tother_ticks\thz\tout\n' >"$runs_tsv"
+fi
 udp_errs() { awk '/^Udp: [0-9]/{print $6, $7}' /proc/net/snmp; } # RcvbufErrors SndbufErrors, whole host
 read -r udp_rcv0 udp_snd0 < <(udp_errs)
 ck_n=0 ck_ok=0 ck_lines=0 ck_bytes=0 ck_allowed=0 ck_limited=0 ck_authf=0 ck_dropped=0 ck_bad=0
+all_proxies=(rampart)
+if $chain; then all_proxies+=(chain); fi
+all_proxies+=(nginx)
+if $haproxy; then all_proxies+=(haproxy); fi
+points=("ka 0") # closed loop: one point per protocol; open loop: every mode x rate
+if $open; then
+  points=()
+  for m in "${modes[@]}"; do for r in "${rates[@]}"; do points+=("$m $r"); done; done
+fi
 for proto in "${protos[@]}"; do
-  proxies=(rampart nginx)
-  if $chain; then proxies=(rampart chain nginx); fi
-  if [ "$proto" = h3 ]; then # no HTTP/3 in nginx 1.22
+  proxies=("${all_proxies[@]}")
+  if [ "$proto" = h3 ]; then # no HTTP/3 in nginx 1.22 nor in Debian's haproxy 2.6
     proxies=(rampart)
     if $chain; then proxies=(rampart chain); fi
   fi
@@ -477,47 +605,58 @@ for proto in "${protos[@]}"; do
   done
   if $chain; then settle_log; take_log >/dev/null; fi
   check_alive
-  for round in $(seq "$ROUNDS"); do
-    order=() # rotate who goes first: with two proxies they alternate
-    for ((i = 0; i < ${#proxies[@]}; i++)); do order+=("${proxies[(i + round - 1) % ${#proxies[@]}]}"); done
-    for proxy in "${order[@]}"; do
-      out="$work/run-$proto-$round-$proxy.txt"
-      read -ra ps < <(proxy_pids "$proxy")
-      if [ "$proxy" = chain ]; then read -r ca0 cl0 cf0 cd0 < <(chain_counters); fi
-      b0=$(bench_ticks); m0=$(busy_ticks); l0=$(load_ticks); t0=$(cpu_ticks "${ps[@]}"); w0=$(date +%s.%N)
-      load "$proto" "$(proxy_port "$proxy")" "$DURATION" >"$out" 2>&1 ||
-        { cat "$out" >&2; die "${tool_of[$proto]} against $proxy failed"; }
-      if [ "$proxy" = chain ]; then
-        # charge the chain the access-log lines still queued when the load ended: its CPU is
-        # read once the log stops growing (the wall time stays that of the load run)
-        w1=$(date +%s.%N); settle_log; t1=$(cpu_ticks "${ps[@]}")
-      else
-        t1=$(cpu_ticks "${ps[@]}"); w1=$(date +%s.%N)
-      fi
-      l1=$(load_ticks); m1=$(busy_ticks); b1=$(bench_ticks)
-      check_alive
-      { echo "===== $proto round $round, $proxy: $(load_desc "$proto")"; cat "$out"; } >>"$raw"
-      read -r n rps errs < <(parse "$proto" "$out")
-      line=$(awk -v r="$round" -v pr="$proto" -v p="$proxy" -v n="$n" -v rps="$rps" -v dt=$((t1 - t0)) \
-        -v hz="$hz" -v w0="$w0" -v w1="$w1" -v e="$errs" -v l=$((l1 - l0)) -v o=$(((m1 - m0) - (b1 - b0))) \
-        'BEGIN{c=dt/hz; wall=w1-w0; eff=(c>0? n/c : 0); us=(n>0? c*1e6/n : 0)
-               o=(o>0 ? 100*o/hz/wall : 0)
-               printf "%-5s %-5s %-8s %10d %10.0f %7.2f %4.0f%% %4.0f%% %11.0f %8.1f %5.0f%%  %s\n",
-                 r, pr, p, n, rps, c, 100*c/wall, 100*l/hz/wall, eff, us, o, e}')
-      say "$line"
-      eff[$proto/$proxy]+="$(awk '{print $9}' <<<"$line") "
-      [ "$errs" = - ] || say "      !! $proxy returned errors over $proto in round $round: $errs"
-      if [ "$proxy" = chain ]; then # every response was authenticated, admitted and logged?
-        read -r ca1 cl1 cf1 cd1 < <(chain_counters)
-        [ -n "${alog_sample:-}" ] || alog_sample=$(head -n 1 "$alog")
-        read -r ln lok lb < <(take_log)
-        ok=ok
-        if ((lok < n || cl1 > cl0 || cf1 > cf0 || cd1 > cd0 || ca1 - ca0 < n)); then ok='!! MISMATCH' ck_bad=$((ck_bad + 1)); fi
-        say "      chain: $ok: $n responses; quota allowed +$((ca1 - ca0)), limited +$((cl1 - cl0)); auth failures +$((cf1 - cf0)); access log +$ln lines, $lok route=bench tenant=$jwt_tenant status=200, dropped +$((cd1 - cd0))"
-        ck_n=$((ck_n + n)) ck_ok=$((ck_ok + lok)) ck_lines=$((ck_lines + ln)) ck_bytes=$((ck_bytes + lb))
-        ck_allowed=$((ck_allowed + ca1 - ca0)) ck_limited=$((ck_limited + cl1 - cl0))
-        ck_authf=$((ck_authf + cf1 - cf0)) ck_dropped=$((ck_dropped + cd1 - cd0))
-      fi
+  for point in "${points[@]}"; do
+    read -r mode rate <<<"$point"
+    for round in $(seq "$ROUNDS"); do
+      order=() # rotate who goes first: with two proxies they alternate
+      for ((i = 0; i < ${#proxies[@]}; i++)); do order+=("${proxies[(i + round - 1) % ${#proxies[@]}]}"); done
+      for proxy in "${order[@]}"; do
+        out="$work/run-$proto-$mode-$rate-$round-$proxy.txt"
+        read -ra ps < <(proxy_pids "$proxy")
+        if [ "$proxy" = chain ]; then read -r ca0 cl0 cf0 cd0 < <(chain_counters); fi
+        b0=$(bench_ticks); m0=$(busy_ticks); l0=$(load_ticks); u0=$(upstream_ticks); t0=$(cpu_ticks "${ps[@]}"); w0=$(date +%s.%N)
+        load "$proto" "$(proxy_port "$proxy")" "$DURATION" "$mode" "$rate" >"$out" 2>&1 ||
+          { cat "$out" >&2; die "${tool_of[$proto]} against $proxy failed"; }
+        if [ "$proxy" = chain ]; then
+          # charge the chain the access-log lines still queued when the load ended: its CPU is
+          # read once the log stops growing (the wall time stays that of the load run)
+          w1=$(date +%s.%N); settle_log; t1=$(cpu_ticks "${ps[@]}")
+        else
+          t1=$(cpu_ticks "${ps[@]}"); w1=$(date +%s.%N)
+        fi
+        u1=$(upstream_ticks); l1=$(load_ticks); m1=$(busy_ticks); b1=$(bench_ticks)
+        check_alive
+        { echo "===== $proto $mode rate=$rate round $round, $proxy: $(load_desc "$proto")"; cat "$out"; } >>"$raw"
+        if [ -n "$runs_tsv" ]; then
+          base=$(basename "$out")
+          cp "$out" "$RUNS_DIR/$base"
+          wall=$(awk -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.3f", w1-w0}')
+          printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n' "$proto" "$mode" "$rate" "$round" "$proxy" \
+            "${tool_of[$proto]}" "$wall" $((t1 - t0)) $((l1 - l0)) $((u1 - u0)) $(((m1 - m0) - (b1 - b0))) "$hz" "$base" >>"$runs_tsv"
+        fi
+        read -r n rps p99 errs < <(parse "$proto" "$out")
+        line=$(awk -v r="$round" -v pr="$proto" -v md="$mode" -v rt="$rate" -v p="$proxy" -v n="$n" -v rps="$rps" -v dt=$((t1 - t0)) \
+          -v hz="$hz" -v w0="$w0" -v w1="$w1" -v e="$errs" -v l=$((l1 - l0)) -v o=$(((m1 - m0) - (b1 - b0))) -v p99="$p99" \
+          'BEGIN{c=dt/hz; wall=w1-w0; eff=(c>0? n/c : 0); us=(n>0? c*1e6/n : 0)
+                 o=(o>0 ? 100*o/hz/wall : 0)
+                 printf "%-5s %-5s %-4s %6s %-8s %10d %10.0f %7.2f %4.0f%% %4.0f%% %11.0f %8.1f %7s %5.0f%%  %s\n",
+                   r, pr, md, (rt>0 ? rt : "-"), p, n, rps, c, 100*c/wall, 100*l/hz/wall, eff, us, p99, o, e}')
+        say "$line"
+        eff[$proto/$mode/$rate/$proxy]+="$(awk '{print $11}' <<<"$line") "
+        p99s[$proto/$mode/$rate/$proxy]+="$p99 "
+        [ "$errs" = - ] || say "      !! $proxy returned errors over $proto ($mode, rate $rate) in round $round: $errs"
+        if [ "$proxy" = chain ]; then # every response was authenticated, admitted and logged?
+          read -r ca1 cl1 cf1 cd1 < <(chain_counters)
+          [ -n "${alog_sample:-}" ] || alog_sample=$(head -n 1 "$alog")
+          read -r ln lok lb < <(take_log)
+          ok=ok
+          if ((lok < n || cl1 > cl0 || cf1 > cf0 || cd1 > cd0 || ca1 - ca0 < n)); then ok='!! MISMATCH' ck_bad=$((ck_bad + 1)); fi
+          say "      chain: $ok: $n responses; quota allowed +$((ca1 - ca0)), limited +$((cl1 - cl0)); auth failures +$((cf1 - cf0)); access log +$ln lines, $lok route=bench tenant=$jwt_tenant status=200, dropped +$((cd1 - cd0))"
+          ck_n=$((ck_n + n)) ck_ok=$((ck_ok + lok)) ck_lines=$((ck_lines + ln)) ck_bytes=$((ck_bytes + lb))
+          ck_allowed=$((ck_allowed + ca1 - ca0)) ck_limited=$((ck_limited + cl1 - cl0))
+          ck_authf=$((ck_authf + cf1 - cf0)) ck_dropped=$((ck_dropped + cd1 - cd0))
+        fi
+      done
     done
   done
 done
@@ -528,13 +667,33 @@ say ""
 say "load%  = the load tool's CPU / wall time; other% = CPU used outside this benchmark (200% = both"
 say "cores); if other% is more than a few %, other work competed for the CPUs: repeat on a quiet machine."
 say ""
-if ! $chain; then
+# every proxy at every point: median req/CPU-s and p99 (open loop) over the rounds; any proxy name
+say "per proxy (median of $ROUNDS rounds; req/cpu_s = requests per proxy CPU-second; p99 in ms, open loop only):"
+say "$(printf '  %-5s %-4s %6s %-8s %11s %8s %8s' proto mode rate proxy req/cpu_s us/req p99ms)"
+for proto in "${protos[@]}"; do
+  for point in "${points[@]}"; do
+    read -r mode rate <<<"$point"
+    for proxy in "${all_proxies[@]}"; do
+      k=$proto/$mode/$rate/$proxy
+      [ -n "${eff[$k]:-}" ] || continue
+      me=$(median <<<"${eff[$k]}") mp=-
+      if $open; then mp=$(tr ' ' '\n' <<<"${p99s[$k]}" | { grep -v '^-$' || true; } | median); fi
+      say "$(awk -v pr="$proto" -v md="$mode" -v rt="$rate" -v p="$proxy" -v e="$me" -v q="$mp" 'BEGIN{
+        printf "  %-5s %-4s %6s %-8s %11.0f %8.1f %8s", pr, md, (rt>0 ? rt : "-"), p, e, (e>0 ? 1e6/e : 0), q}')"
+    done
+  done
+done
+if [ -n "$runs_tsv" ]; then say "runs file: $runs_tsv ($(($(wc -l <"$runs_tsv") - 1)) timed runs; perf/report reads it)"; fi
+say ""
+if $open; then
+  : # open loop: the per-proxy table above is the summary (the ratio tables below are closed-loop)
+elif ! $chain; then
   say "summary (PROTO=$PROTO, median of $ROUNDS rounds; requests per proxy CPU-second, us = proxy CPU per request):"
   say "$(printf '  %-5s %-44s %9s %7s %9s %7s %6s' proto load rampart us nginx us ratio)"
   for proto in "${protos[@]}"; do
-    mr=$(median <<<"${eff[$proto/rampart]}")
+    mr=$(median <<<"${eff[$proto/ka/0/rampart]}")
     mn=""
-    if [ -n "${eff[$proto/nginx]:-}" ]; then mn=$(median <<<"${eff[$proto/nginx]}"); fi # none for h3
+    if [ -n "${eff[$proto/ka/0/nginx]:-}" ]; then mn=$(median <<<"${eff[$proto/ka/0/nginx]}"); fi # none for h3
     # (awk: parenthesise ternaries after print, or 'print x>0?...' redirects into a file named 0)
     say "$(awk -v pr="$proto" -v ld="$(load_desc "$proto")" -v a="$mr" -v b="$mn" -v why="$nginx_h3_short" 'BEGIN{
       printf "  %-5s %-44s %9.0f %7.1f ", pr, ld, a, (a>0 ? 1e6/a : 0)
@@ -547,8 +706,8 @@ else
   say "$(printf '  %-5s %-40s %8s %6s %8s %6s %8s %6s %7s %11s %11s %11s' \
     proto load nginx us bare us chain us +us chain/bare chain/nginx bare/nginx)"
   for proto in "${protos[@]}"; do
-    mb=$(median <<<"${eff[$proto/rampart]}") mc=$(median <<<"${eff[$proto/chain]}") mn=""
-    if [ -n "${eff[$proto/nginx]:-}" ]; then mn=$(median <<<"${eff[$proto/nginx]}"); fi # none for h3
+    mb=$(median <<<"${eff[$proto/ka/0/rampart]}") mc=$(median <<<"${eff[$proto/ka/0/chain]}") mn=""
+    if [ -n "${eff[$proto/ka/0/nginx]:-}" ]; then mn=$(median <<<"${eff[$proto/ka/0/nginx]}"); fi # none for h3
     say "$(awk -v pr="$proto" -v ld="$(load_desc "$proto")" -v b="$mb" -v c="$mc" -v n="$mn" 'BEGIN{
       printf "  %-5s %-40s ", pr, ld
       if (n == "") printf "%8s %6s ", "-", "-"; else printf "%8.0f %6.1f ", n, (n>0 ? 1e6/n : 0)

@@ -4,12 +4,12 @@
 // was due to be sent (not from when it was sent), so a stalled server is
 // charged for the requests it delayed (no coordinated omission).
 //
-//	openload -rate 2000 -d 10s [-proto h1|h2] [-c 64] [-new] [-H "Name: value"]... https://127.0.0.1:18443/bench
+//	openload -rate 2000 -d 10s [-proto h1|h2|h3] [-c 64] [-new] [-H "Name: value"]... https://127.0.0.1:18443/bench
 //
 // h1 keeps up to -c keep-alive connections (requests wait for a free one);
-// -new opens a new TLS connection per request (TLS sessions are resumed, as
-// a returning browser's would be). h2 spreads requests round-robin over -c
-// connections. More than -max-inflight requests outstanding count as errors
+// h2 and h3 spread requests round-robin over -c connections. -new opens a
+// new connection per request instead, whatever the protocol (TLS sessions
+// are resumed, as a returning browser's would be; h3: no 0-RTT). More than -max-inflight requests outstanding count as errors
 // ("overload") instead of being sent late. Output: "key: value" lines.
 package main
 
@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 )
 
@@ -68,9 +69,9 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("openload", flag.ContinueOnError)
 	fs.Float64Var(&c.rate, "rate", 1000, "requests per second (constant)")
 	fs.DurationVar(&c.duration, "d", 10*time.Second, "how long to send")
-	fs.StringVar(&c.proto, "proto", "h1", "h1 or h2")
-	fs.IntVar(&c.conns, "c", 64, "connections (h1: at most, keep-alive; h2: round-robin)")
-	fs.BoolVar(&c.newConn, "new", false, "h1 only: a new TLS connection per request")
+	fs.StringVar(&c.proto, "proto", "h1", "h1, h2 or h3")
+	fs.IntVar(&c.conns, "c", 64, "connections (h1: at most, keep-alive; h2, h3: round-robin)")
+	fs.BoolVar(&c.newConn, "new", false, "a new connection per request")
 	fs.IntVar(&c.maxInflight, "max-inflight", 20000, "outstanding requests beyond this count as overload errors")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.Var(&headerFlags{c.header}, "H", "header \"Name: value\" on every request (repeatable)")
@@ -86,27 +87,54 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-rate %v: want 0 < rate <= 1e6", c.rate)
 	case c.duration <= 0:
 		return c, fmt.Errorf("-d %v: want > 0", c.duration)
-	case c.proto != "h1" && c.proto != "h2":
-		return c, fmt.Errorf("-proto %q: want h1 or h2", c.proto)
+	case c.proto != "h1" && c.proto != "h2" && c.proto != "h3":
+		return c, fmt.Errorf("-proto %q: want h1, h2 or h3", c.proto)
 	case c.conns < 1:
 		return c, fmt.Errorf("-c %d: want >= 1", c.conns)
-	case c.newConn && c.proto != "h1":
-		return c, errors.New("-new is for h1 only")
 	case c.maxInflight < 1:
 		return c, fmt.Errorf("-max-inflight %d: want >= 1", c.maxInflight)
 	}
 	return c, nil
 }
 
+// pool hands out the client for request i and, with -new, a fresh
+// connection per request that done closes.
+type pool struct {
+	cls   []*http.Client
+	fresh func() (*http.Client, func())
+}
+
+func (p pool) get(i int64) (*http.Client, func()) {
+	if p.fresh != nil {
+		return p.fresh()
+	}
+	return p.cls[int(i)%len(p.cls)], func() {}
+}
+
 // clients builds the HTTP clients requests are spread over.
-func clients(c config) []*http.Client {
-	tlsc := &tls.Config{InsecureSkipVerify: true, ClientSessionCache: tls.NewLRUClientSessionCache(1024)}
-	if c.proto == "h2" {
+func clients(c config) pool {
+	tlsc := &tls.Config{InsecureSkipVerify: true, ClientSessionCache: tls.NewLRUClientSessionCache(1024)} //nolint:gosec // bench certs are self-signed
+	switch {
+	case c.proto == "h2" && c.newConn:
+		return pool{fresh: func() (*http.Client, func()) {
+			tr := &http2.Transport{TLSClientConfig: tlsc}
+			return &http.Client{Timeout: c.timeout, Transport: tr}, tr.CloseIdleConnections
+		}}
+	case c.proto == "h3" && c.newConn:
+		return pool{fresh: func() (*http.Client, func()) {
+			tr := &http3.Transport{TLSClientConfig: tlsc, DisableCompression: true}
+			return &http.Client{Timeout: c.timeout, Transport: tr}, func() { _ = tr.Close() }
+		}}
+	case c.proto == "h2" || c.proto == "h3":
 		out := make([]*http.Client, c.conns)
 		for i := range out {
-			out[i] = &http.Client{Timeout: c.timeout, Transport: &http2.Transport{TLSClientConfig: tlsc.Clone()}}
+			var tr http.RoundTripper = &http2.Transport{TLSClientConfig: tlsc.Clone()}
+			if c.proto == "h3" {
+				tr = &http3.Transport{TLSClientConfig: tlsc.Clone(), DisableCompression: true}
+			}
+			out[i] = &http.Client{Timeout: c.timeout, Transport: tr}
 		}
-		return out
+		return pool{cls: out}
 	}
 	tr := &http.Transport{
 		TLSClientConfig:     tlsc,
@@ -118,7 +146,7 @@ func clients(c config) []*http.Client {
 	if c.newConn {
 		tr.MaxConnsPerHost = 0
 	}
-	return []*http.Client{{Timeout: c.timeout, Transport: tr}}
+	return pool{cls: []*http.Client{{Timeout: c.timeout, Transport: tr}}}
 }
 
 func run(ctx context.Context, c config) result {
@@ -144,11 +172,12 @@ func run(ctx context.Context, c config) result {
 			over.Add(1)
 			continue
 		}
-		cl := cls[int(i)%len(cls)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer inflight.Add(-1)
+			cl, done := cls.get(i)
+			defer done()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 			if err == nil {
 				req.Header = c.header.Clone()

@@ -3,12 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go/http3"
 )
 
 func TestParseFlagsRefusesBadInput(t *testing.T) {
@@ -17,9 +27,8 @@ func TestParseFlagsRefusesBadInput(t *testing.T) {
 		{"-rate", "0", "https://x/"},
 		{"-rate", "2e6", "https://x/"},
 		{"-d", "0s", "https://x/"},
-		{"-proto", "h3", "https://x/"},
+		{"-proto", "h4", "https://x/"},
 		{"-c", "0", "https://x/"},
-		{"-proto", "h2", "-new", "https://x/"},
 		{"-max-inflight", "0", "https://x/"},
 		{"-H", "novalue", "https://x/"},
 		{"https://x/", "https://y/"},
@@ -47,15 +56,22 @@ func TestRunSendsTheScheduleAndCounts(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	}))
+	var conns atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
 	for _, tc := range []struct {
 		proto string
 		new   bool
-	}{{"h1", false}, {"h1", true}, {"h2", false}} {
+	}{{"h1", false}, {"h1", true}, {"h2", false}, {"h2", true}} {
 		hits.Store(0)
 		withHeader.Store(0)
+		conns.Store(0)
 		c, err := parseFlags([]string{"-rate", "200", "-d", "500ms", "-c", "4", "-proto", tc.proto,
 			"-new=" + map[bool]string{true: "true", false: "false"}[tc.new], "-H", "X-Test: 1", srv.URL + "/bench"})
 		if err != nil {
@@ -67,6 +83,9 @@ func TestRunSendsTheScheduleAndCounts(t *testing.T) {
 		}
 		if hits.Load() != 100 || withHeader.Load() != 100 {
 			t.Fatalf("%s: server saw %d requests, %d with the header", tc.proto, hits.Load(), withHeader.Load())
+		}
+		if n := conns.Load(); (tc.new && n != 100) || (!tc.new && n > 4) {
+			t.Fatalf("%s new=%v: %d connections for 100 requests", tc.proto, tc.new, n)
 		}
 		for i := 1; i < len(r.Latencies); i++ {
 			if r.Latencies[i] < r.Latencies[i-1] {
@@ -96,4 +115,53 @@ func TestQuantile(t *testing.T) {
 	if quantile(l, .5) != 50 || quantile(l, .99) != 99 || quantile(l, 1) != 100 {
 		t.Fatalf("p50 %d p99 %d max %d", quantile(l, .5), quantile(l, .99), quantile(l, 1))
 	}
+}
+
+// TestRunH3 loads an in-process HTTP/3 server over keep-alive connections and
+// with a new QUIC connection per request.
+func TestRunH3(t *testing.T) {
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatalf("UDP on loopback: %v", err)
+	}
+	var hits atomic.Int64
+	srv := &http3.Server{
+		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{testCert(t)}}),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			_, _ = w.Write([]byte("ok"))
+		}),
+	}
+	go func() { _ = srv.Serve(udp) }()
+	defer srv.Close()
+	for _, nw := range []string{"false", "true"} {
+		hits.Store(0)
+		c, err := parseFlags([]string{"-rate", "100", "-d", "500ms", "-c", "2", "-proto", "h3", "-new=" + nw,
+			"https://" + udp.LocalAddr().String() + "/bench"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := run(context.Background(), c)
+		if r.Sent != 50 || r.OK != 50 || r.Errors != 0 || hits.Load() != 50 {
+			t.Fatalf("h3 new=%s: %+v (error sample %q), server saw %d", nw, r, r.ErrSample, hits.Load())
+		}
+	}
+}
+
+func testCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
