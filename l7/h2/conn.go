@@ -1,0 +1,663 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// connError ends the connection with GOAWAY(code); reason names the check
+// (x/net's countError names where they match) and abuse, when set, is the
+// Abuse reason.
+type connError struct {
+	code   http2.ErrCode
+	reason string
+	abuse  string
+}
+
+func (e connError) Error() string {
+	return fmt.Sprintf("h2: connection error %v (%s)", e.code, e.reason)
+}
+
+// streamError resets one stream.
+type streamError struct {
+	id     uint32
+	code   http2.ErrCode
+	reason string
+}
+
+func (e streamError) Error() string {
+	return fmt.Sprintf("h2: stream %d error %v (%s)", e.id, e.code, e.reason)
+}
+
+var (
+	errConnClosed   = errors.New("h2: connection closed")
+	errStreamClosed = errors.New("h2: stream closed")
+)
+
+// outBuf collects the frames the write framer produces.
+type outBuf struct{ b []byte }
+
+func (o *outBuf) Write(p []byte) (int, error) { o.b = append(o.b, p...); return len(p), nil }
+
+// maxBuffered is how much written output a handler may queue while
+// another goroutine writes to the socket before it waits.
+const maxBuffered = 256 << 10
+
+type conn struct {
+	s      *Server
+	cfg    settings
+	nc     net.Conn
+	br     *bufio.Reader
+	fr     *http2.Framer
+	remote string
+	tls    *tls.ConnectionState
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the read loop ended; idle workers leave
+
+	// read loop only
+	dec         *hpack.Decoder
+	hb          headerBlock
+	canon       map[string]string
+	maxClientID uint32
+	sawSettings bool
+	resets      bucket
+	pings       bucket
+	settingsB   bucket
+	priorities  bucket
+	empties     bucket
+	windows     bucket
+
+	mu       sync.Mutex // guards everything below
+	streams  map[uint32]*stream
+	flowCond *sync.Cond // send windows changed, output drained, or closing
+	out      outBuf
+	spare    []byte
+	fw       *http2.Framer
+	enc      *hpack.Encoder
+	encBuf   bytes.Buffer
+	flushing bool
+	queued   int // control replies queued since the last write
+	werr     error
+	closed   bool // no more writes; handlers fail
+
+	sendWindow     int64 // connection send window
+	peerInitWindow int32
+	peerMaxFrame   uint32
+	recvWindow     int32 // connection receive window left to the peer
+	recvUnacked    int32 // consumed connection bytes not yet given back
+	settingsSent   int   // our SETTINGS not yet acknowledged
+
+	goaway        bool // GOAWAY sent: no new streams
+	goawayPending bool // shutdown asked before the first request
+	draining      atomic.Bool // read deadline set to let the client finish
+	idleTimer     *time.Timer
+	workers       int
+	idleWorkers   int
+	work          chan *stream
+	running       sync.WaitGroup
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	cfg := s.settings()
+	c := &conn{s: s, cfg: cfg, nc: nc, remote: nc.RemoteAddr().String(),
+		streams: map[uint32]*stream{}, peerInitWindow: 65535, peerMaxFrame: 16384,
+		sendWindow: 65535, recvWindow: 65535, done: make(chan struct{}),
+		work:   make(chan *stream, cfg.maxStreams),
+		resets: newBucket(cfg.resets), pings: newBucket(cfg.control), settingsB: newBucket(cfg.control),
+		priorities: newBucket(cfg.control), empties: newBucket(cfg.control), windows: newBucket(cfg.control)}
+	parent := s.BaseContext
+	if parent == nil {
+		parent = context.Background()
+	}
+	c.ctx, c.cancel = context.WithCancel(parent)
+	c.flowCond = sync.NewCond(&c.mu)
+	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		st := tc.ConnectionState()
+		c.tls = &st
+	}
+	c.br = bufio.NewReaderSize(nc, 16<<10)
+	c.fr = http2.NewFramer(nil, c.br)
+	c.fr.SetMaxReadFrameSize(16384)
+	c.fw = http2.NewFramer(&c.out, nil)
+	c.enc = hpack.NewEncoder(&c.encBuf)
+	c.dec = hpack.NewDecoder(4096, nil)
+	c.dec.SetMaxStringLength(int(cfg.maxHeader))
+	c.dec.SetEmitFunc(c.hb.emit)
+	return c
+}
+
+func (c *conn) serve() {
+	err := c.serveFrames()
+	c.mu.Lock()
+	var ce connError
+	if errors.As(err, &ce) {
+		if !c.goaway || ce.code != http2.ErrCodeNo {
+			c.goaway = true
+			_ = c.fw.WriteGoAway(c.maxClientID, ce.code, nil)
+		}
+		if ce.abuse != "" && c.s.Abuse != nil {
+			c.s.Abuse(c.remote, ce.abuse)
+		}
+	}
+	c.flushLocked()
+	c.closed = true
+	for _, st := range c.streams {
+		st.abort(errConnClosed)
+	}
+	c.flowCond.Broadcast()
+	if c.idleTimer != nil {
+		c.idleTimer.Stop()
+	}
+	c.mu.Unlock()
+	c.cancel()
+	close(c.done)
+	_ = c.nc.Close()
+	c.running.Wait()
+}
+
+// serveFrames reads the preface and frames until an error ends the
+// connection.
+func (c *conn) serveFrames() error {
+	c.mu.Lock()
+	_ = c.fw.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.maxStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.streamWindow)},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.maxHeader},
+	)
+	c.settingsSent++
+	if d := c.cfg.connWindow - 65535; d > 0 {
+		_ = c.fw.WriteWindowUpdate(0, uint32(d))
+		c.recvWindow += d
+	}
+	c.flushLocked()
+	c.mu.Unlock()
+
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.readHeader))
+	var preface [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(c.br, preface[:]); err != nil {
+		return err
+	}
+	if string(preface[:]) != http2.ClientPreface {
+		return connError{code: http2.ErrCodeProtocol, reason: "bad_preface"}
+	}
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var fce http2.ConnectionError
+			var fse http2.StreamError
+			switch {
+			case errors.As(err, &fse):
+				c.mu.Lock()
+				c.resetLocked(fse.StreamID, fse.Code)
+				c.mu.Unlock()
+				continue
+			case errors.As(err, &fce):
+				return connError{code: http2.ErrCode(fce), reason: "frame"}
+			case errors.Is(err, http2.ErrFrameTooLarge):
+				return connError{code: http2.ErrCodeFrameSize, reason: "frame_too_large"}
+			}
+			return err
+		}
+		if !c.sawSettings {
+			sf, ok := f.(*http2.SettingsFrame)
+			if !ok || sf.IsAck() {
+				return connError{code: http2.ErrCodeProtocol, reason: "first_settings"}
+			}
+			c.sawSettings = true
+			c.mu.Lock()
+			if !c.draining.Load() {
+				_ = c.nc.SetReadDeadline(time.Time{})
+			}
+			c.armIdleLocked()
+			c.mu.Unlock()
+		}
+		if err := c.frame(f); err != nil {
+			var se streamError
+			if !errors.As(err, &se) {
+				return err
+			}
+			c.mu.Lock()
+			c.resetLocked(se.id, se.code)
+			c.mu.Unlock()
+		}
+		if c.br.Buffered() == 0 {
+			c.mu.Lock()
+			if c.goawayPending && c.maxClientID > 0 {
+				c.sendGoAwayLocked()
+			}
+			c.flushLocked()
+			err := c.werr
+			c.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *conn) frame(f http2.Frame) error {
+	if c.hb.active {
+		cf, ok := f.(*http2.ContinuationFrame)
+		if !ok || cf.StreamID != c.hb.id { // the Framer checks this too
+			return connError{code: http2.ErrCodeProtocol, reason: "continuation_order"}
+		}
+		return c.continuation(cf)
+	}
+	now := time.Now()
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		return c.data(f, now)
+	case *http2.HeadersFrame:
+		return c.headers(f, now)
+	case *http2.ContinuationFrame:
+		return connError{code: http2.ErrCodeProtocol, reason: "unexpected_continuation"}
+	case *http2.SettingsFrame:
+		return c.settingsFrame(f, now)
+	case *http2.PingFrame:
+		if !c.pings.take(now) {
+			return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "ping_flood", abuse: "ping"}
+		}
+		if f.IsAck() {
+			return nil
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_ = c.fw.WritePing(true, f.Data)
+		return c.queuedLocked()
+	case *http2.WindowUpdateFrame:
+		return c.windowUpdate(f, now)
+	case *http2.RSTStreamFrame:
+		return c.rstStream(f, now)
+	case *http2.PriorityFrame:
+		if !c.priorities.take(now) {
+			return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "priority_flood", abuse: "priority"}
+		}
+		if f.StreamDep == f.StreamID {
+			return streamError{id: f.StreamID, code: http2.ErrCodeProtocol, reason: "priority"}
+		}
+		return nil
+	case *http2.GoAwayFrame:
+		c.mu.Lock()
+		c.sendGoAwayLocked()
+		c.mu.Unlock()
+		return nil
+	case *http2.PushPromiseFrame:
+		return connError{code: http2.ErrCodeProtocol, reason: "push_promise"}
+	}
+	return nil // unknown frame types are ignored (§4.1, §5.5)
+}
+
+// queuedLocked counts a control reply and fails the connection when too
+// many wait for a client that does not read.
+func (c *conn) queuedLocked() error {
+	c.queued++
+	if c.queued > maxQueuedControl {
+		return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "control_queue", abuse: "control_queue"}
+	}
+	return nil
+}
+
+func (c *conn) settingsFrame(f *http2.SettingsFrame, now time.Time) error {
+	if !c.settingsB.take(now) {
+		return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "settings_flood", abuse: "settings"}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.IsAck() {
+		if c.settingsSent == 0 {
+			return connError{code: http2.ErrCodeProtocol, reason: "ack_mystery"}
+		}
+		c.settingsSent--
+		return nil
+	}
+	if f.NumSettings() > 100 || f.HasDuplicates() {
+		return connError{code: http2.ErrCodeProtocol, reason: "settings_big_or_dups"}
+	}
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				return connError{code: http2.ErrCode(ce), reason: "setting_" + s.ID.String()}
+			}
+			return connError{code: http2.ErrCodeProtocol, reason: "setting"}
+		}
+		switch s.ID {
+		case http2.SettingHeaderTableSize:
+			c.enc.SetMaxDynamicTableSizeLimit(s.Val)
+		case http2.SettingMaxFrameSize:
+			c.peerMaxFrame = s.Val
+		case http2.SettingInitialWindowSize:
+			delta := int64(s.Val) - int64(c.peerInitWindow)
+			for _, st := range c.streams {
+				if st.sendWindow+delta > 1<<31-1 {
+					return connError{code: http2.ErrCodeFlowControl, reason: "setting_win_size"}
+				}
+			}
+			for _, st := range c.streams {
+				st.sendWindow += delta
+			}
+			c.peerInitWindow = int32(s.Val)
+			c.flowCond.Broadcast()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_ = c.fw.WriteSettingsAck()
+	return c.queuedLocked()
+}
+
+func (c *conn) windowUpdate(f *http2.WindowUpdateFrame, now time.Time) error {
+	if f.Increment < 1024 && !c.windows.take(now) {
+		return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "window_update_flood", abuse: "window_update"}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.StreamID == 0 {
+		if c.sendWindow+int64(f.Increment) > 1<<31-1 {
+			return connError{code: http2.ErrCodeFlowControl, reason: "bad_flow"}
+		}
+		c.sendWindow += int64(f.Increment)
+		c.flowCond.Broadcast()
+		return nil
+	}
+	if c.idleLocked(f.StreamID) {
+		return connError{code: http2.ErrCodeProtocol, reason: "window_update_idle"}
+	}
+	st := c.streams[f.StreamID]
+	if st == nil || st.reset {
+		return nil // closed: ignored (§5.1)
+	}
+	if st.sendWindow+int64(f.Increment) > 1<<31-1 {
+		return streamError{id: f.StreamID, code: http2.ErrCodeFlowControl, reason: "bad_flow"}
+	}
+	st.sendWindow += int64(f.Increment)
+	c.flowCond.Broadcast()
+	return nil
+}
+
+func (c *conn) rstStream(f *http2.RSTStreamFrame, now time.Time) error {
+	if !c.resets.take(now) {
+		return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "too_many_early_resets", abuse: "resets"}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idleLocked(f.StreamID) {
+		return connError{code: http2.ErrCodeProtocol, reason: "reset_idle_stream"}
+	}
+	if st := c.streams[f.StreamID]; st != nil && !st.reset {
+		st.reset = true
+		st.abort(errStreamReset{code: f.ErrCode})
+		c.flowCond.Broadcast()
+		c.maybeCloseLocked(st)
+	}
+	return nil
+}
+
+// idleLocked reports whether id names a stream in the idle state: never
+// opened by the client (even ids are the server's, which pushes none).
+func (c *conn) idleLocked(id uint32) bool {
+	return id%2 == 0 || id > c.maxClientID
+}
+
+func (c *conn) data(f *http2.DataFrame, now time.Time) error {
+	n := int32(f.Length) // padding counts against flow control
+	data := f.Data()
+	if len(data) == 0 && !f.StreamEnded() && !c.empties.take(now) {
+		return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "empty_data_flood", abuse: "empty_frames"}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idleLocked(f.StreamID) {
+		return connError{code: http2.ErrCodeProtocol, reason: "data_on_idle"}
+	}
+	if n > c.recvWindow {
+		return connError{code: http2.ErrCodeFlowControl, reason: "data_flow"}
+	}
+	c.recvWindow -= n
+	st := c.streams[f.StreamID]
+	if st == nil || st.reset || st.remoteClosed {
+		c.giveBackLocked(n)
+		return streamError{id: f.StreamID, code: http2.ErrCodeStreamClosed, reason: "closed"}
+	}
+	if n > st.recvWindow {
+		c.giveBackLocked(n)
+		return streamError{id: f.StreamID, code: http2.ErrCodeFlowControl, reason: "flow_on_data_length"}
+	}
+	st.recvWindow -= n
+	if pad := n - int32(len(data)); pad > 0 {
+		c.giveBackLocked(pad)
+		st.recvWindow += pad
+		_ = c.fw.WriteWindowUpdate(st.id, uint32(pad))
+	}
+	if st.declLen >= 0 && st.gotLen+int64(len(data)) > st.declLen {
+		c.giveBackLocked(int32(len(data)))
+		return streamError{id: st.id, code: http2.ErrCodeProtocol, reason: "send_too_much"}
+	}
+	st.gotLen += int64(len(data))
+	if len(data) > 0 {
+		if st.bodyClosed {
+			c.giveBackLocked(int32(len(data)))
+		} else {
+			st.body = append(st.body, data...)
+			st.bodyCond.Signal()
+		}
+	}
+	if f.StreamEnded() {
+		if st.declLen >= 0 && st.gotLen != st.declLen {
+			return streamError{id: st.id, code: http2.ErrCodeProtocol, reason: "content_length_mismatch"}
+		}
+		st.remoteClosed = true
+		st.bodyErr = io.EOF
+		st.bodyCond.Broadcast()
+		c.maybeCloseLocked(st)
+	}
+	return nil
+}
+
+// giveBackLocked returns n connection-window bytes that no handler will
+// read.
+func (c *conn) giveBackLocked(n int32) {
+	if n <= 0 {
+		return
+	}
+	c.recvUnacked += n
+	c.ackConnLocked()
+}
+
+// ackConnLocked sends a connection WINDOW_UPDATE once half the window is
+// consumed.
+func (c *conn) ackConnLocked() {
+	if c.recvUnacked >= c.cfg.connWindow/2 || c.recvUnacked >= c.cfg.connWindow-c.recvWindow-c.recvUnacked {
+		_ = c.fw.WriteWindowUpdate(0, uint32(c.recvUnacked))
+		c.recvWindow += c.recvUnacked
+		c.recvUnacked = 0
+	}
+}
+
+// resetLocked sends RST_STREAM and forgets the stream's state.
+func (c *conn) resetLocked(id uint32, code http2.ErrCode) {
+	if c.closed {
+		return
+	}
+	_ = c.fw.WriteRSTStream(id, code)
+	c.queued++
+	if st := c.streams[id]; st != nil && !st.reset {
+		st.reset = true
+		st.abort(errStreamReset{code: code, local: true})
+		c.flowCond.Broadcast()
+		c.maybeCloseLocked(st)
+	}
+}
+
+// maybeCloseLocked removes a stream both sides are done with.
+func (c *conn) maybeCloseLocked(st *stream) {
+	if !st.handlerDone || !(st.reset || st.remoteClosed) || c.streams[st.id] != st {
+		return
+	}
+	if !st.reset && st.bodyUnread() > 0 {
+		c.giveBackLocked(int32(st.bodyUnread()))
+	}
+	delete(c.streams, st.id)
+	if len(c.streams) == 0 {
+		c.armIdleLocked()
+		if c.goaway {
+			c.drainLocked()
+		}
+	}
+}
+
+// drainLocked, once GOAWAY is out and no stream is left, gives the client
+// a second to read what was written before the connection closes.
+func (c *conn) drainLocked() {
+	if c.draining.Swap(true) {
+		return
+	}
+
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
+}
+
+func (c *conn) sendGoAwayLocked() {
+	if c.goaway || c.closed {
+		return
+	}
+	c.goaway = true
+	c.goawayPending = false
+	_ = c.fw.WriteGoAway(c.maxClientID, http2.ErrCodeNo, nil)
+	if len(c.streams) == 0 {
+		c.drainLocked()
+	}
+}
+
+// shutdown starts the graceful close (Server.Shutdown).
+func (c *conn) shutdown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.maxClientID > 0 {
+		c.sendGoAwayLocked()
+		c.flushLocked()
+		return
+	}
+	c.goawayPending = true
+	time.AfterFunc(FreshConnGrace, func() {
+		c.mu.Lock()
+		c.sendGoAwayLocked()
+		c.flushLocked()
+		c.mu.Unlock()
+	})
+}
+
+// armIdleLocked starts the idle timer when no stream is open.
+func (c *conn) armIdleLocked() {
+	if c.cfg.idle <= 0 || len(c.streams) > 0 || c.closed {
+		return
+	}
+	if c.idleTimer == nil {
+		c.idleTimer = time.AfterFunc(c.cfg.idle, c.idleFired)
+		return
+	}
+	c.idleTimer.Reset(c.cfg.idle)
+}
+
+func (c *conn) idleFired() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.streams) > 0 || c.closed {
+		return
+	}
+	c.sendGoAwayLocked()
+	c.flushLocked()
+	c.drainLocked()
+}
+
+// flushLocked writes everything queued. One goroutine writes at a time;
+// frames queued meanwhile go out with its next Write.
+func (c *conn) flushLocked() {
+	if c.flushing {
+		return
+	}
+	c.flushing = true
+	for len(c.out.b) > 0 && c.werr == nil {
+		buf := c.out.b
+		c.out.b = c.spare[:0]
+		c.queued = 0
+		c.mu.Unlock()
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.stall))
+		_, err := c.nc.Write(buf)
+		c.mu.Lock()
+		c.spare = buf[:0]
+		if err != nil {
+			c.werr = err
+			c.closed = true
+			_ = c.nc.Close()
+		}
+	}
+	if c.werr != nil {
+		c.out.b = c.out.b[:0]
+	}
+	c.flushing = false
+	c.flowCond.Broadcast()
+}
+
+// dispatch hands a stream to an idle worker or starts one.
+func (c *conn) dispatchLocked(st *stream) {
+	c.running.Add(1)
+	if c.idleWorkers > 0 || c.workers >= int(c.cfg.maxStreams) {
+		c.work <- st
+		return
+	}
+	c.workers++
+	go c.worker(st)
+}
+
+// workerIdle is how long a worker waits for another stream before it
+// leaves.
+const workerIdle = 5 * time.Second
+
+func (c *conn) worker(st *stream) {
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		st.run()
+		c.running.Done()
+		c.mu.Lock()
+		c.idleWorkers++
+		c.mu.Unlock()
+		t.Reset(workerIdle)
+		select {
+		case st = <-c.work:
+			c.mu.Lock()
+			c.idleWorkers--
+			c.mu.Unlock()
+			continue
+		case <-c.done:
+		case <-t.C:
+		}
+		c.mu.Lock()
+		select {
+		case st = <-c.work: // sent before the count below changed
+			c.idleWorkers--
+			c.mu.Unlock()
+			continue
+		default:
+		}
+		c.idleWorkers--
+		c.workers--
+		c.mu.Unlock()
+		return
+	}
+}
