@@ -100,8 +100,8 @@ type conn struct {
 	recvUnacked    int32 // consumed connection bytes not yet given back
 	settingsSent   int   // our SETTINGS not yet acknowledged
 
-	goaway        bool // GOAWAY sent: no new streams
-	goawayPending bool // shutdown asked before the first request
+	goaway        bool        // GOAWAY sent: no new streams
+	goawayPending bool        // shutdown asked before the first request
 	draining      atomic.Bool // read deadline set to let the client finish
 	idleTimer     *time.Timer
 	workers       int

@@ -18,14 +18,14 @@ import (
 // they arrive (x/net's ReadMetaHeaders cannot bound empty CONTINUATION
 // frames, so blocks are assembled here).
 type headerBlock struct {
-	active    bool
-	id        uint32
-	endStream bool
-	frames    int
-	bytes     int
-	limit     uint32 // header list bytes still accepted
-	truncated bool   // over the header list size: answered 431
-	invalid   string // the first malformed field: the stream is reset
+	active     bool
+	id         uint32
+	endStream  bool
+	frames     int
+	bytes      int
+	limit      uint32 // header list bytes still accepted
+	truncated  bool   // over the header list size: answered 431
+	invalid    string // the first malformed field: the stream is reset
 	sawRegular bool
 	deadline   bool // a read deadline bounds the block
 
