@@ -37,6 +37,7 @@ func cmdProxy(args []string) error {
 	denyFile := fs.String("deny-file", "", "signed deny list (rampart deny build) watched and applied within a second (default with -control-url: <state-dir>/deny.json)")
 	regionState := fs.String("region-state", "", "signed region-state document (rampart regionstate build) watched and applied within a second; none: every regional signal unknown")
 	purgeFile := fs.String("purge-file", "", "signed cache purge document (rampart purge, or rampart control purge through the control plane) watched and applied within a second (default with -control-url: <state-dir>/purge.json); none: no purges")
+	ticketState := fs.String("tls-ticket-state", "", "TLS session ticket key state, made (mode 0600) if missing; the node's proxies that name one file share ticket keys, so a resumed client may land on any (default <state-dir>/tls-tickets.json; \"memory\": this process only)")
 	regionStateMaxAge := fs.Duration("region-state-max-age", regionwatch.DefaultMaxAge, "a region-state document older than this (by its creation time) counts as absent (1s..24h)")
 	pidFile := fs.String("pid-file", "", "file where the serving process writes its PID once ready (systemd PIDFile= follows it across SIGHUP upgrades)")
 	upgradeTimeout := fs.Duration("upgrade-timeout", time.Minute, "on SIGHUP, how long the new process gets to become ready before the old gives up on it and keeps serving (1s..10m)")
@@ -60,6 +61,12 @@ func cmdProxy(args []string) error {
 	}
 	if *node.url != "" && *regionState == "" && *node.regionStateFile == "" {
 		*regionState = filepath.Join(*state, "region-state.json")
+	}
+	switch *ticketState {
+	case "":
+		*ticketState = filepath.Join(*state, "tls-tickets.json")
+	case "memory":
+		*ticketState = ""
 	}
 	if *node.regionStateFile == "" {
 		*node.regionStateFile = *regionState
@@ -98,6 +105,7 @@ func cmdProxy(args []string) error {
 		SnapshotDir: *dir, StateDir: *state, PublicKey: pub, AdminAddr: *admin, Pprof: *pprofOn,
 		AccessLog: alog, Poll: *poll, DrainTimeout: *drain, UnreadyDelay: *unready, Region: *region, DenyFile: *denyFile,
 		RegionStateFile: *regionState, RegionStateMaxAge: *regionStateMaxAge, PurgeFile: *purgeFile, HandoffSocket: *handoffSock, Logger: log,
+		TicketStateFile: *ticketState,
 		Started: func(p *proxy.Proxy, a net.Addr) {
 			if startErr = upg.ready(p); startErr != nil {
 				log.Error("not ready", "err", startErr)

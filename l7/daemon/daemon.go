@@ -22,6 +22,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/region"
 	"github.com/rampart-edge/rampart/l7/regionwatch"
 	"github.com/rampart-edge/rampart/l7/snapdir"
+	"github.com/rampart-edge/rampart/l7/tickets"
 )
 
 // Config of a proxy process.
@@ -60,6 +61,10 @@ type Config struct {
 	// watched and applied within a second ("" : none); the last good one
 	// is kept in StateDir as purge-state.json.
 	PurgeFile string
+	// TicketStateFile is the TLS session ticket key state (l7/tickets),
+	// shared by the node's proxies that name the same file ("" : keys
+	// kept in this process only).
+	TicketStateFile string
 	// ListenOverrides replaces the address of the snapshot's listener of
 	// that name on this node only (several nodes on one host, a port per
 	// node); /status shows both and the bound address.
@@ -109,7 +114,14 @@ func Run(ctx context.Context, c Config) error {
 			log.Error("region state not used", "err", err)
 		}
 	}
-	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region, Regional: live, Sockets: c.Sockets})
+	var tk *tickets.Source
+	if c.TicketStateFile != "" {
+		var err error
+		if tk, err = tickets.New(c.TicketStateFile); err != nil {
+			return fmt.Errorf("TLS session tickets: %w", err)
+		}
+	}
+	p := proxy.New(proxy.Options{AccessLog: c.AccessLog, Logger: log, Region: c.Region, Regional: live, Sockets: c.Sockets, Tickets: tk})
 	if rs != nil {
 		if err := rs.Register(p.Metrics().Registry); err != nil {
 			return fmt.Errorf("region-state metrics: %w", err)

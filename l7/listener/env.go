@@ -31,6 +31,9 @@ type Env struct {
 	// re-exec: inherited from the previous process, else bound and kept for
 	// the next); nil binds them directly.
 	Sockets SocketSource
+	// Tickets, when set, gives the TLS session ticket keys (shared by the
+	// node's proxies, rotating); nil leaves Go's per-config random keys.
+	Tickets TicketSource
 }
 
 // SocketSource gives a listener its sockets. name is the listener's name and
@@ -48,6 +51,7 @@ type Metrics struct {
 	ConnAccepted *prometheus.CounterVec // rampart_connections_accepted_total{listener, protocol}
 	H2Abuse      *prometheus.CounterVec // rampart_h2_connections_closed_total{reason}
 	BodyTimeouts *prometheus.CounterVec // rampart_request_body_timeouts_total{protocol}
+	Handshakes   *prometheus.CounterVec // rampart_tls_handshakes_total{listener, transport, resumed}
 	h3           *h3Collector           // rampart_h3_udp_receive_buffer_bytes{listener}
 }
 
@@ -66,9 +70,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BodyTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rampart_request_body_timeouts_total", Help: "Requests whose body stalled past the listener's request_body_timeout_ms (or, on http1, an unread body not drained within 1 s after the response), by protocol.",
 		}, []string{"protocol"}),
+		Handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rampart_tls_handshakes_total", Help: "Completed TLS handshakes, by listener, transport (tcp, quic) and whether a session ticket resumed them.",
+		}, []string{"listener", "transport", "resumed"}),
 		h3: &h3Collector{byName: map[string]*h3server{}},
 	}
-	reg.MustRegister(m.ConnRejected, m.ConnAccepted, m.H2Abuse, m.BodyTimeouts, m.h3)
+	reg.MustRegister(m.ConnRejected, m.ConnAccepted, m.H2Abuse, m.BodyTimeouts, m.Handshakes, m.h3)
 	return m
 }
 

@@ -59,6 +59,8 @@ type h3server struct {
 	tls    *tls.Config
 	rcvBuf int // SO_RCVBUF as the kernel reports it
 
+	tickets *ticketKeeper // h.tls's session ticket keys; nil: Go's own
+
 	conns atomic.Int64          // QUIC connections open or handshaking
 	cur   atomic.Pointer[h3gen] // settings for new connections
 
@@ -150,6 +152,8 @@ func startH3(l *Listener, cfg snapshot.Listener) (*h3server, error) {
 	h := &h3server{l: l, udp: udp, gens: map[*h3gen]struct{}{}}
 	h.tr = &quic.Transport{Conn: udp, ConnContext: h.admit}
 	h.tls = http3.ConfigureTLSConfig(&tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: l.certificate})
+	h.tickets = newTicketKeeper(l.env.Tickets, l.name+"/quic", l.env.Log)
+	h.tickets.use(h.tls)
 	g := h.newGen(cfg)
 	h.gens[g] = struct{}{}
 	h.cur.Store(g)
@@ -206,6 +210,7 @@ func (h *h3server) listen() error {
 // admit bounds QUIC connections (handshaking or open) by max_connections;
 // it runs before a new connection's handshake.
 func (h *h3server) admit(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+	h.tickets.check()
 	if h.conns.Add(1) > h.cur.Load().maxConns {
 		h.conns.Add(-1)
 		h.l.env.Metrics.ConnRejected.WithLabelValues(h.l.name, "max_connections").Inc()
@@ -227,6 +232,7 @@ func (h *h3server) acceptLoop(ln *quic.Listener, done chan struct{}) {
 			return
 		}
 		accepted.Inc()
+		h.l.env.Metrics.Handshakes.WithLabelValues(h.l.name, "quic", strconv.FormatBool(conn.ConnectionState().TLS.DidResume)).Inc()
 		h.serving.Add(1)
 		go h.serve(conn)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,7 +34,8 @@ type Listener struct {
 	ln      net.Listener
 	gen     atomic.Pointer[generation]
 	done    chan struct{}
-	h3      *h3server // HTTP/3 on the same address when protocols include h3 (h3.go)
+	h3      *h3server     // HTTP/3 on the same address when protocols include h3 (h3.go)
+	tickets *ticketKeeper // the current generation's TLS ticket keys (tickets.go); nil: Go's own
 }
 
 // generation is a listener's settings and servers from one snapshot.
@@ -114,7 +116,8 @@ func listenOnce(cfg snapshot.Listener, env *Env) (l *Listener, clash net.Listene
 	if err != nil {
 		return nil, nil, fmt.Errorf("listener %q: listen on %s: %w", cfg.Name, cfg.Address, err)
 	}
-	l = &Listener{env: env, name: cfg.Name, address: cfg.Address, ln: ln, done: make(chan struct{})}
+	l = &Listener{env: env, name: cfg.Name, address: cfg.Address, ln: ln, done: make(chan struct{}),
+		tickets: newTicketKeeper(env.Tickets, cfg.Name+"/tcp", env.Log)}
 	g, err := l.newGeneration(cfg)
 	if err != nil {
 		_ = ln.Close()
@@ -127,6 +130,7 @@ func listenOnce(cfg snapshot.Listener, env *Env) (l *Listener, clash net.Listene
 		_ = ln.Close()
 		return nil, nil, err
 	}
+	l.tickets.use(g.tls)
 	l.gen.Store(g)
 	go l.acceptLoop()
 	return l, nil, nil
@@ -198,6 +202,7 @@ func (l *Listener) Update(cfg snapshot.Listener) error {
 	if err := l.setH3(cfg); err != nil {
 		return err
 	}
+	l.tickets.use(g.tls)
 	l.gen.Store(g)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
@@ -264,6 +269,7 @@ func (g *generation) handshake(c net.Conn) {
 	defer g.wg.Done()
 	defer g.release()
 	m := g.l.env.Metrics
+	g.l.tickets.check()
 	tc := tls.Server(c, g.tls)
 	_ = c.SetDeadline(time.Now().Add(time.Duration(g.cfg.ReadHeaderTimeoutMs) * time.Millisecond))
 	if err := tc.Handshake(); err != nil {
@@ -272,7 +278,9 @@ func (g *generation) handshake(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	if tc.ConnectionState().NegotiatedProtocol != "h2" {
+	cs := tc.ConnectionState()
+	m.Handshakes.WithLabelValues(g.cfg.Name, "tcp", strconv.FormatBool(cs.DidResume)).Inc()
+	if cs.NegotiatedProtocol != "h2" {
 		m.ConnAccepted.WithLabelValues(g.cfg.Name, "http1").Inc()
 		g.h1.ServeConn(tc)
 		return

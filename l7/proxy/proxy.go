@@ -21,6 +21,7 @@ import (
 	"github.com/rampart-edge/rampart/l7/listener"
 	"github.com/rampart-edge/rampart/l7/region"
 	"github.com/rampart-edge/rampart/l7/snapshot"
+	"github.com/rampart-edge/rampart/l7/tickets"
 )
 
 // Options configure a proxy process (the snapshot configures the rest).
@@ -39,6 +40,11 @@ type Options struct {
 	// Sockets, when set, gives the listeners their sockets (inherited
 	// across a graceful re-exec); nil binds them directly.
 	Sockets listener.SocketSource
+	// Tickets gives the TLS session ticket keys; nil keeps them in this
+	// process (every listener generation still shares them and they
+	// rotate as the snapshot says). The daemon passes the node's state
+	// file so its proxies share the keys.
+	Tickets *tickets.Source
 }
 
 // Proxy serves traffic from the active runtime.
@@ -64,6 +70,7 @@ type Proxy struct {
 
 	versions sourceVersions
 	sockets  listener.SocketSource
+	tickets  *tickets.Source // TLS session ticket keys (l7/tickets)
 }
 
 type sourceVersions struct {
@@ -80,7 +87,10 @@ func New(o Options) *Proxy {
 	}
 	m := NewMetrics()
 	p := &Proxy{metrics: m, errLog: lg, listeners: map[string]*listener.Listener{}, region: o.Region, sockets: o.Sockets,
-		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
+		stdErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn), tickets: o.Tickets}
+	if p.tickets == nil {
+		p.tickets, _ = tickets.New("") // in memory: cannot fail
+	}
 	p.clusters = cluster.NewSet(m.cluster, lg, o.Region)
 	if p.regional = o.Regional; p.regional == nil {
 		p.regional = region.NewLive(nil)
@@ -125,6 +135,11 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	// The ticket rotation before any listener takes keys (back if the
+	// snapshot is refused): a passing default would re-base the node's
+	// shared key chain twice.
+	prevRotation := p.tickets.Rotation()
+	p.tickets.SetRotation(time.Duration(s.Config.TicketRotationMs()) * time.Millisecond)
 	// Open new listeners first: a bind failure rejects the snapshot.
 	opened := map[string]*listener.Listener{}
 	for _, lc := range s.Config.Listeners {
@@ -137,6 +152,7 @@ func (p *Proxy) Apply(s *snapshot.Snapshot) error {
 				o.Close(context.Background())
 			}
 			rt.closePolicies()
+			p.tickets.SetRotation(prevRotation)
 			return err
 		}
 		opened[lc.Name] = l
@@ -191,6 +207,7 @@ func (p *Proxy) listenerEnv() *listener.Env {
 		Log:         p.errLog,
 		ErrorLog:    p.stdErrorLog,
 		Sockets:     p.sockets,
+		Tickets:     p.tickets,
 	}
 }
 

@@ -13,6 +13,9 @@ type Config struct {
 	Limits    Limits    `yaml:"limits" json:"limits"`
 	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
 
+	// TLSSessionTickets is the ticket key rotation (tickets.go); absent: the default.
+	TLSSessionTickets *TicketPolicy `yaml:"tls_session_tickets" json:"tls_session_tickets,omitempty"`
+
 	AuthPolicies    []AuthPolicy    `yaml:"auth_policies" json:"auth_policies,omitempty"`
 	QuotaPolicies   []QuotaPolicy   `yaml:"quota_policies" json:"quota_policies,omitempty"`
 	IdentityHeaders IdentityHeaders `yaml:"identity_headers" json:"identity_headers"`

@@ -64,6 +64,7 @@ func Validate(c *Config) error {
 	auth, quota := validatePolicies(c, &p)
 	validateRoutes(c, clusters, auth, quota, &p)
 	validateCache(c, &p)
+	validateTickets(c, &p)
 	validateResilience(c, &p)
 	validateL4(c, &p)
 	validateRegional(c, &p)
