@@ -10,7 +10,7 @@ VERSION ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null | sed 's/^v
 	echo "0.0.0~git$$(git log -1 --format=%cd --date=format:%Y%m%d%H%M%S 2>/dev/null).$$(git rev-parse --short=12 HEAD 2>/dev/null)")
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(GIT_COMMIT)
 
-.PHONY: run build test deps vet fuzz bench perf gen-bpf clean lab lab-down drill deb deb-test image image-test
+.PHONY: run build test deps vet fuzz bench perf perf-quick gen-bpf clean lab lab-down drill deb deb-test image image-test
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rampart
@@ -56,10 +56,16 @@ fuzz:
 bench:
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem $(PKGS)
 
-## perf: rampart vs nginx as a TLS reverse proxy (installs nginx, wrk, h2load)
-perf: build
+## perf: the perf lab report, full suite (~25 min): perf/out/report.html and perf/out/results.json
+## (perf/README.md); installs nginx, haproxy, wrk, h2load. PERF_LAB=1 adds the lab drills (root).
+perf:
 	hack/deps.sh perf
-	perf/compare.sh
+	$(GO) run ./perf/report -suite full -out perf/out
+
+## perf-quick: the same report from a ~2-minute subset (one short round, two rates)
+perf-quick:
+	hack/deps.sh perf
+	$(GO) run ./perf/report -suite quick -out perf/out
 
 ## gen-bpf: recompile bpf/rampart.c and its Go bindings (needs clang; objects are committed)
 gen-bpf:

@@ -35,7 +35,7 @@ if [ -z "${HAPROXY:-}" ]; then if command -v haproxy >/dev/null; then HAPROXY=1;
 # rampart's listener serves h3 in every run, so h1/h2 figures don't depend on PROTO; its h1/h2
 # responses then carry an Alt-Svc header, which wrk and h2load ignore. Drop h3 here to compare.
 : "${RAMPART_PROTOCOLS:=h2, http1, h3}"
-WARMUP=2s
+: "${WARMUP:=2s}" # each proxy's warm-up per protocol
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { # also marks the report (once there is one) as failed

@@ -55,9 +55,10 @@ const statusOK = "ok"
 
 // LoadSection: the open-loop proxy runs.
 type LoadSection struct {
-	Status string       `json:"status"`
-	Series []LoadSeries `json:"series"`
-	Runs   []Run        `json:"runs"`
+	Status  string       `json:"status"`
+	Command string       `json:"command"`
+	Series  []LoadSeries `json:"series"`
+	Runs    []Run        `json:"runs"`
 }
 
 // Run is one timed load run of compare.sh (a line of its runs.tsv).
