@@ -134,7 +134,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.fw = http2.NewFramer(&c.out, nil)
 	c.enc = hpack.NewEncoder(&c.encBuf)
 	c.dec = hpack.NewDecoder(4096, nil)
-	c.dec.SetMaxStringLength(int(cfg.maxHeader))
+	// A string over the header list limit is a 431 (emit sees it), not
+	// a decoding error; the block itself is bounded to twice the limit.
+	c.dec.SetMaxStringLength(2 * int(cfg.maxHeader))
 	c.dec.SetEmitFunc(c.hb.emit)
 	return c
 }
@@ -194,44 +196,8 @@ func (c *conn) serveFrames() error {
 		return connError{code: http2.ErrCodeProtocol, reason: "bad_preface"}
 	}
 	for {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			var fce http2.ConnectionError
-			var fse http2.StreamError
-			switch {
-			case errors.As(err, &fse):
-				c.mu.Lock()
-				c.resetLocked(fse.StreamID, fse.Code)
-				c.mu.Unlock()
-				continue
-			case errors.As(err, &fce):
-				return connError{code: http2.ErrCode(fce), reason: "frame"}
-			case errors.Is(err, http2.ErrFrameTooLarge):
-				return connError{code: http2.ErrCodeFrameSize, reason: "frame_too_large"}
-			}
+		if err := c.readFrame(); err != nil {
 			return err
-		}
-		if !c.sawSettings {
-			sf, ok := f.(*http2.SettingsFrame)
-			if !ok || sf.IsAck() {
-				return connError{code: http2.ErrCodeProtocol, reason: "first_settings"}
-			}
-			c.sawSettings = true
-			c.mu.Lock()
-			if !c.draining.Load() {
-				_ = c.nc.SetReadDeadline(time.Time{})
-			}
-			c.armIdleLocked()
-			c.mu.Unlock()
-		}
-		if err := c.frame(f); err != nil {
-			var se streamError
-			if !errors.As(err, &se) {
-				return err
-			}
-			c.mu.Lock()
-			c.resetLocked(se.id, se.code)
-			c.mu.Unlock()
 		}
 		if c.br.Buffered() == 0 {
 			c.mu.Lock()
@@ -247,6 +213,63 @@ func (c *conn) serveFrames() error {
 		}
 	}
 }
+
+// readFrame reads and handles one frame; stream errors are answered here,
+// a connection error is returned.
+func (c *conn) readFrame() error {
+	var typ http2.FrameType = 0xff
+	if h, _ := c.br.Peek(9); len(h) == 9 {
+		typ = http2.FrameType(h[3])
+	}
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		var fce http2.ConnectionError
+		var fse http2.StreamError
+		switch {
+		case errors.As(err, &fse):
+			// A HEADERS frame the Framer refused was not decoded: the
+			// HPACK state is lost, so it ends the connection.
+			if typ == http2.FrameHeaders || typ == http2.FrameContinuation || c.idleStream(fse.StreamID) {
+				return connError{code: http2.ErrCodeProtocol, reason: "frame"}
+			}
+			c.mu.Lock()
+			c.resetLocked(fse.StreamID, fse.Code)
+			c.mu.Unlock()
+			return nil
+		case errors.As(err, &fce):
+			return connError{code: http2.ErrCode(fce), reason: "frame"}
+		case errors.Is(err, http2.ErrFrameTooLarge):
+			return connError{code: http2.ErrCodeFrameSize, reason: "frame_too_large"}
+		}
+		return err
+	}
+	if !c.sawSettings {
+		sf, ok := f.(*http2.SettingsFrame)
+		if !ok || sf.IsAck() {
+			return connError{code: http2.ErrCodeProtocol, reason: "first_settings"}
+		}
+		c.sawSettings = true
+		c.mu.Lock()
+		if !c.draining.Load() {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		c.armIdleLocked()
+		c.mu.Unlock()
+	}
+	if err := c.frame(f); err != nil {
+		var se streamError
+		if !errors.As(err, &se) {
+			return err
+		}
+		c.mu.Lock()
+		c.resetLocked(se.id, se.code)
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// idleStream is idleLocked for the read loop (maxClientID is its own).
+func (c *conn) idleStream(id uint32) bool { return id%2 == 0 || id > c.maxClientID }
 
 func (c *conn) frame(f http2.Frame) error {
 	if c.hb.active {
@@ -323,8 +346,10 @@ func (c *conn) settingsFrame(f *http2.SettingsFrame, now time.Time) error {
 		c.settingsSent--
 		return nil
 	}
-	if f.NumSettings() > 100 || f.HasDuplicates() {
-		return connError{code: http2.ErrCodeProtocol, reason: "settings_big_or_dups"}
+	// x/net also refuses repeated settings; RFC 9113 §6.5.3 says they
+	// are processed in order, so only the count is bounded here.
+	if f.NumSettings() > 100 {
+		return connError{code: http2.ErrCodeProtocol, reason: "settings_big", abuse: "settings"}
 	}
 	err := f.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {

@@ -188,7 +188,7 @@ func (c *conn) endBlock() error {
 		return c.trailers(st)
 	}
 	if id <= c.maxClientID {
-		return connError{code: http2.ErrCodeStreamClosed, reason: "stream_went_down"}
+		return connError{code: http2.ErrCodeProtocol, reason: "stream_went_down"}
 	}
 	c.maxClientID = id
 	if c.goaway {
