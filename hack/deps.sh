@@ -16,6 +16,8 @@ case "$what" in
     want redis-server redis-server
     want bird bird2
     want ip iproute2
+    # control/server's TestDashboardInBrowser drives the operator page in it (chromedp).
+    [ -x /usr/bin/chromium ] || need+=(chromium)
     # Debian keeps PostgreSQL's server binaries off PATH.
     compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || need+=(postgresql)
     ;;&

@@ -14,7 +14,7 @@
       if (v === undefined || v === null || v === false) continue;
       if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v === true ? "" : v);
     }
-    for (const k of kids.flat()) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));
+    for (const k of kids.flat(Infinity)) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));
     return e;
   }
   const badge = (cls, text) => el("span", { class: "badge " + cls }, text);
@@ -26,6 +26,8 @@
   }
   const ago = (s) => s < 90 ? Math.round(s) + " s ago" : s < 5400 ? Math.round(s / 60) + " min ago" : Math.round(s / 3600) + " h ago";
   const pct = (x) => (100 * (x || 0)).toFixed(2) + " %";
+  // Versions (snapshot and document) are {"epoch":E,"sequence":S}: shown as E.S.
+  const ver = (v) => v && typeof v === "object" ? v.epoch + "." + v.sequence : String(v);
   const when = (t) => t && !t.startsWith("0001") ? new Date(t).toISOString().replace(".000", "") : "—";
 
   async function api(method, path, body, ctype) {
@@ -144,20 +146,21 @@
       if (!regions.has(key)) regions.set(key, []);
       regions.get(key).push(n);
     }
-    const health = new Map((f.regions || []).map((r) => [r.name, r]));
+    // /v1/regions is re-read on a regions change (a drain), /v1/fleet only on a fleet change: the newer wins.
+    const health = new Map(((state.regions && state.regions.regions) || f.regions || []).map((r) => [r.name, r]));
     $("fleet-summary").textContent = nodes.length + " nodes in " + regions.size + " regions · stable " + (f.stable || "none") +
-      " (v" + f.stable_version + ")" + (f.rolling ? " · rolling " + f.rolling : "") + " · leader " + ((f.leader && f.leader.holder) || "?");
+      " (v" + ver(f.stable_version) + ")" + (f.rolling ? " · rolling " + f.rolling : "") + " · leader " + ((f.leader && f.leader.holder) || "?");
     const out = [];
     for (const [name, ns] of [...regions.entries()].sort()) {
       const h = health.get(name);
       ns.sort((a, b) => (a.zone || "").localeCompare(b.zone || "") || a.node_id.localeCompare(b.node_id));
       const rows = ns.map((n) => el("tr", { "data-node": n.node_id },
         el("th", { scope: "row" }, n.node_id), el("td", {}, n.zone || "—"), el("td", {}, n.stage || "—"),
-        el("td", {}, "v" + n.assigned_version + (n.assigned ? " (" + n.assigned + ")" : "")),
-        el("td", {}, "v" + n.active, " ", n.converged ? badge("ok", "converged") : badge("warn", "converging")),
+        el("td", {}, "v" + ver(n.assigned_version) + (n.assigned ? " (" + n.assigned + ")" : "")),
+        el("td", {}, "v" + ver(n.active), " ", n.converged ? badge("ok", "converged") : badge("warn", "converging")),
         el("td", {}, n.ready ? badge("ok", "ready") : badge("bad", "not ready")),
         el("td", {}, ago(n.last_seen_seconds_ago), " ", n.live ? badge("ok", "live") : badge("bad", "lost")),
-        el("td", {}, n.refused_reason ? [badge("bad", "refused v" + n.refused_version), " ", n.refused_reason] : n.last_error ? el("span", { class: "warn" }, n.last_error) : "—")));
+        el("td", {}, n.refused_reason ? [badge("bad", "refused v" + ver(n.refused_version)), " ", n.refused_reason] : n.last_error ? el("span", { class: "warn" }, n.last_error) : "—")));
       const hs = h ? [h.healthy ? badge("ok", "healthy") : badge("bad", "unhealthy"), " ", h.why || "", h.draining ? [" ", badge("warn", "draining")] : null] : ["health unknown"];
       out.push(el("h3", { "data-region": name }, "Region " + name + " · ", hs));
       out.push(table(null, ["Node", "Zone", "Stage", "Desired", "Active", "Readiness", "Last report", "Refusals"], rows, "fleet-" + name));
@@ -189,7 +192,7 @@
       } }, label + " " + ro.revision);
       const buttons = me && me.write && open ? el("p", {}, ro.paused ? btn("Resume", "resume") : btn("Pause", "pause"), btn("Abort", "abort")) : null;
       return el("article", { "data-rollout": ro.revision, class: "rollout" },
-        el("h3", {}, "Revision " + ro.revision + " (v" + ro.version + ") ", badge(stateCls, ro.state), ro.paused ? [" ", badge("warn", "paused")] : null),
+        el("h3", {}, "Revision " + ro.revision + " (v" + ver(ro.version) + ") ", badge(stateCls, ro.state), ro.paused ? [" ", badge("warn", "paused")] : null),
         el("p", {}, "baseline " + (ro.baseline || "none") + " · baseline error rate " + pct(ro.baseline_error_rate) + " · phase " + (ro.phase || "—") + " since " + when(ro.phase_since) +
           (ro.queued_behind ? " · queued behind " + ro.queued_behind : "")),
         ro.pause_reason ? el("p", { class: "warn" }, "Paused: " + ro.pause_reason) : null,
@@ -237,7 +240,7 @@
         act("POST", "/v1/regions/" + encodeURIComponent(r.name) + "/drain", JSON.stringify({ reason: "drained from the dashboard by " + me.name })) },
       (r.draining ? "Undrain " : "Drain ") + r.name) : "—")));
     const doc = state.regions.document;
-    $("regions-body").replaceChildren(table(doc ? "region-state document " + doc.version + " created " + when(doc.created) : "no region-state document on this instance",
+    $("regions-body").replaceChildren(table(doc ? "region-state document " + ver(doc.version) + " created " + when(doc.created) : "no region-state document on this instance",
       ["Region", "Health", "Nodes", "Drain", "Action"], rows, "regions-table"));
     const ps = (state.platforms && state.platforms.platforms) || [];
     const now = Date.now();

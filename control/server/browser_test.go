@@ -1,0 +1,330 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rampart-edge/rampart/control/model"
+	"github.com/rampart-edge/rampart/control/pgtest"
+	"github.com/rampart-edge/rampart/l7/snapshot"
+)
+
+// The operator page in a real browser (Debian's chromium driven with
+// chromedp) against a real control plane on PostgreSQL and three real node
+// clients in two regions. Every assertion is on the page's DOM.
+//
+//	go test -count=1 -run TestDashboardInBrowser -v ./control/server
+//
+// RAMPART_SCREENSHOTS names a directory for the screenshots of each state
+// (default: the test's temp dir).
+
+// chromium finds the browser: skipped without it unless CI is set.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "chromium"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is required in CI (hack/deps.sh test installs the Debian package chromium)")
+	}
+	t.Skip("chromium not found (install the Debian package chromium: hack/deps.sh test)")
+	return ""
+}
+
+// browser starts a headless chromium with a fresh profile and a window of
+// width×height; the returned context is its first tab.
+func browser(t *testing.T, width, height int) (alloc, tab context.Context) {
+	t.Helper()
+	path := chromium(t)
+	profile := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(profile), chromedp.WindowSize(width, height))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	tab, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() }) // before profile's removal: cleanups run last first
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return alloc, tab
+}
+
+// do runs browser actions, failing the test on an error.
+func do(t *testing.T, tab context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// js evaluates a script in the page and decodes its result.
+func js[T any](t *testing.T, tab context.Context, script string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](script))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", script, err)
+	}
+	return v
+}
+
+// waitDOM polls a boolean script until it holds (30 s at most); on a
+// timeout it shows what the page said.
+func waitDOM(t *testing.T, tab context.Context, what, script string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(tab, chromedp.Evaluate[bool](script))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("the page never showed %s within 30 s (last error %v); the page said:\n%s", what, err, text)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// screenshot saves the viewport as <dir>/<name>.png.
+func screenshot(t *testing.T, tab context.Context, dir, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s: %d bytes", p, len(png))
+}
+
+// show scrolls the element into view (top of the viewport).
+func show(t *testing.T, tab context.Context, selector string) {
+	t.Helper()
+	js[bool](t, tab, fmt.Sprintf(`(document.querySelector(%q).scrollIntoView({block: "start"}), true)`, selector))
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// noOverflow says the page does not scroll sideways.
+const noOverflow = `document.scrollingElement.scrollWidth <= window.innerWidth`
+
+func TestDashboardInBrowser(t *testing.T) {
+	chromium(t)
+	shots := os.Getenv("RAMPART_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	} else if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tu := fast
+	tu.bake = 2 * time.Second // long enough to see each stage bake on the page, short enough for the gate to end a bad canary first
+	in := start(t, backend{name: "postgres", dsn: pgtest.DSN(t)}.config(t, tu), "")
+	in.waitLeader(t, 30*time.Second)
+	nodes := map[string]*node{}
+	for _, id := range []model.Identity{
+		{NodeID: "canary-1", Region: "eu", Zone: "eu-1a", Cohort: "canary"},
+		{NodeID: "eu-b-1", Region: "eu", Zone: "eu-1b"},
+		{NodeID: "us-1", Region: "us", Zone: "us-1a"},
+	} {
+		nodes[id.NodeID] = newNode(t, in.url, id)
+	}
+
+	_, tab := browser(t, 1280, 900)
+	do(t, tab, "open the page", chromedp.Navigate(in.url+"/ui/"))
+	waitDOM(t, tab, "the sign-in form", `!document.getElementById("login").hidden && document.getElementById("app").hidden`)
+	if !js[bool](t, tab, noOverflow) {
+		t.Error("the sign-in page scrolls sideways at 1280 px")
+	}
+
+	// Sign in: type the token and press Enter.
+	do(t, tab, "sign in", chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.KeyEvent("\r"))
+	waitDOM(t, tab, "the admin signed in", `document.getElementById("app").hidden === false && document.getElementById("who").textContent.includes("token ops (role admin, may steer)")`)
+	if js[bool](t, tab, `document.getElementById("token").value !== ""`) {
+		t.Error("the token stays in the input after sign-in")
+	}
+
+	// Fleet: three nodes in two regions.
+	waitDOM(t, tab, "three nodes in two regions", `document.querySelectorAll("#fleet-body tr[data-node]").length === 3 &&
+		[...document.querySelectorAll("#fleet-body h3[data-region]")].map((h) => h.dataset.region).join(",") === "eu,us" &&
+		document.getElementById("fleet-summary").textContent.startsWith("3 nodes in 2 regions")`)
+	waitDOM(t, tab, "every node live", `[...document.querySelectorAll("#fleet-body tr[data-node]")].every((r) => r.textContent.includes("live"))`)
+	waitDOM(t, tab, "versions as epoch.sequence", `[...document.querySelectorAll("#fleet-body tr[data-node] td:nth-child(5)")].every((td) => /^v\d+\.\d+ /.test(td.textContent))`)
+	screenshot(t, tab, shots, "fleet")
+
+	// Publish a revision and watch its stages pass one after another.
+	r1 := in.submit(t, cfgYAML(2, 100))
+	stagesOf := fmt.Sprintf(`[...document.querySelectorAll('article[data-rollout=%s] li[data-stage]')]`, quote(r1.ID))
+	passed := stagesOf + `.filter((li) => li.querySelector(".badge").textContent === "passed").length`
+	var seen []int
+	shotMid := false
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n := js[int](t, tab, passed)
+		if len(seen) == 0 || seen[len(seen)-1] != n {
+			seen = append(seen, n)
+		}
+		if n > 0 && !shotMid {
+			show(t, tab, "#rollouts")
+			screenshot(t, tab, shots, "rollout-stages")
+			shotMid = true
+		}
+		if js[bool](t, tab, fmt.Sprintf(`(document.querySelector('article[data-rollout=%s] h3 .badge') || {}).textContent === "done"`, quote(r1.ID))) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rollout %s not done on the page within 60 s; passed stages seen %v", r1.ID, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !slices.IsSorted(seen) || len(seen) < 3 {
+		t.Errorf("passed stages seen on the page %v: want them to advance one stage at a time", seen)
+	}
+	if got := js[string](t, tab, stagesOf+`.map((li) => li.dataset.stage + ":" + li.querySelector(".badge").textContent).join(",")`); got != "canary:passed,zone:skipped,region:passed,all:passed" {
+		t.Errorf("stages of %s on the page: %s (zone eu-1a has only the canary, so it is skipped)", r1.ID, got)
+	}
+	t.Logf("passed stages seen on the page while %s rolled out: %v", r1.ID, seen)
+
+	// A bad canary: its error rate breaks the gate, the page shows the
+	// rollback and why.
+	r2 := in.submit(t, cfgYAML(3, 100))
+	nodes["canary-1"].setErrRate(func(v snapshot.Version) float64 {
+		if v == r2.Version {
+			return 0.5
+		}
+		return 0
+	})
+	art := fmt.Sprintf(`document.querySelector('article[data-rollout=%s]')`, quote(r2.ID))
+	waitDOM(t, tab, "the bad canary's rollback with its reason", fmt.Sprintf(`(() => { const a = %s; return !!a &&
+		a.querySelector("h3 .badge").textContent === "failed" && a.querySelector("[data-reason]").textContent.includes("error rate") &&
+		a.textContent.includes("Rolled back to ") && a.querySelector('li[data-stage=canary] .badge').textContent === "failed"; })()`, art))
+	show(t, tab, fmt.Sprintf(`article[data-rollout=%s]`, quote(r2.ID)))
+	screenshot(t, tab, shots, "rollback")
+
+	// Add a deny entry in the page's form.
+	do(t, tab, "fill the deny form", chromedp.SendKeys(chromedp.ID("deny-value"), "198.51.100.0/24"),
+		chromedp.SendKeys(chromedp.ID("deny-reason"), "scanner seen in the browser test"), chromedp.Click(chromedp.CSS(`#deny-form button[type=submit]`)))
+	waitDOM(t, tab, "the deny entry listed", `(() => { const r = document.querySelector('#deny-table tr[data-deny="cidr:198.51.100.0/24"]');
+		return !!r && r.textContent.includes("scanner seen in the browser test"); })()`)
+	show(t, tab, "#deny")
+	screenshot(t, tab, shots, "deny")
+
+	// Drain region us with its button.
+	do(t, tab, "drain us", chromedp.Click(chromedp.CSS(`#regions-table tr[data-region=us] button`)))
+	waitDOM(t, tab, "region us draining", `(() => { const r = document.querySelector('#regions-table tr[data-region=us]');
+		return !!r && r.querySelector(".badge.warn") && r.textContent.includes("draining") && r.textContent.includes("drained from the dashboard by ops") &&
+		r.querySelector("button").textContent === "Undrain us"; })()`)
+	waitDOM(t, tab, "the fleet's region us marked draining", `document.querySelector('#fleet-body h3[data-region=us]').textContent.includes("draining")`)
+	show(t, tab, "#regions")
+	screenshot(t, tab, shots, "regions-draining")
+
+	if got := js[string](t, tab, `(document.body.innerText.match(/.{0,40}(\[object |undefined|NaN).{0,40}/) || [""])[0]`); got != "" {
+		t.Errorf("the page shows a value it failed to format: %q", got)
+	}
+
+	// Keyboard: Tab from the top reaches the nav links and buttons; Enter
+	// follows a link and presses a button.
+	// A reload starts focus at the top (the token in sessionStorage signs
+	// the tab in again).
+	do(t, tab, "reload", chromedp.Reload())
+	waitDOM(t, tab, "signed in again after the reload", `document.getElementById("app").hidden === false &&
+		!!document.querySelector('#regions-table tr[data-region=us] button')`)
+	var reached []string
+	for i := 0; i < 80; i++ {
+		do(t, tab, "press Tab", chromedp.KeyEvent("\t"))
+		reached = append(reached, js[string](t, tab, `(() => { const e = document.activeElement; return e.tagName.toLowerCase() + ":" + (e.getAttribute("href") || e.textContent.trim()); })()`))
+		if reached[len(reached)-1] == "button:Undrain us" {
+			break
+		}
+	}
+	for _, want := range []string{"button:Sign out", "a:#fleet", "a:#deny", "button:Undrain us"} {
+		if !slices.Contains(reached, want) {
+			t.Errorf("Tab never reached %s; reached %v", want, reached)
+		}
+	}
+	if reached[len(reached)-1] == "button:Undrain us" {
+		do(t, tab, "press Enter on Undrain us", chromedp.KeyEvent("\r"))
+		waitDOM(t, tab, "region us serving again after Enter", `(() => { const r = document.querySelector('#regions-table tr[data-region=us]');
+			return !!r && r.textContent.includes("serving") && r.querySelector("button").textContent === "Drain us"; })()`)
+	}
+	js[bool](t, tab, `(document.querySelector('nav a[href="#deny"]').focus(), true)`)
+	do(t, tab, "press Enter on the Deny list link", chromedp.KeyEvent("\r"))
+	waitDOM(t, tab, "the #deny view after Enter on its link", `location.hash === "#deny"`)
+
+	// Layout: no sideways scrolling at 1280 px and on a 390 px phone.
+	if !js[bool](t, tab, noOverflow) {
+		t.Errorf("the page scrolls sideways at 1280 px: %d > %d", js[int](t, tab, "document.scrollingElement.scrollWidth"), js[int](t, tab, "window.innerWidth"))
+	}
+	do(t, tab, "a 390 px viewport", chromedp.EmulateViewport(390, 844))
+	waitDOM(t, tab, "the 390 px viewport", `window.innerWidth === 390`)
+	if !js[bool](t, tab, noOverflow) {
+		t.Errorf("the page scrolls sideways at 390 px: %d > %d", js[int](t, tab, "document.scrollingElement.scrollWidth"), js[int](t, tab, "window.innerWidth"))
+	}
+	js[bool](t, tab, `(window.scrollTo(0, 0), true)`)
+	screenshot(t, tab, shots, "phone")
+	do(t, tab, "back to 1280 px", chromedp.EmulateViewport(1280, 900))
+
+	// The time from a node's report (its POST) to the page showing it.
+	var samples []time.Duration
+	for i := 0; i < 7; i++ {
+		msg := fmt.Sprintf("probe report %d", i)
+		body, _ := json.Marshal(model.Status{Identity: model.Identity{NodeID: "probe-1", Region: "eu", Zone: "eu-1b"}, Ready: true, LastError: msg})
+		t0 := time.Now()
+		if r := in.call(t, nodeToken, "POST", "/v1/node/status", "application/json", body, nil, nil); r.StatusCode != 204 {
+			t.Fatalf("probe report: %d %s", r.StatusCode, bodyOf(r))
+		}
+		shown := fmt.Sprintf(`(document.querySelector('#fleet-body tr[data-node=probe-1]') || {textContent: ""}).textContent.includes(%s)`, quote(msg))
+		for !js[bool](t, tab, shown) { // polled every 5 ms: the figure's resolution
+			if time.Since(t0) > 30*time.Second {
+				t.Fatalf("the page never showed %q within 30 s", msg)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		samples = append(samples, time.Since(t0))
+	}
+	slices.Sort(samples)
+	ms := make([]int64, len(samples))
+	for i, s := range samples {
+		ms[i] = s.Milliseconds()
+	}
+	t.Logf("FIGURE report to page: %d ms median, %d ms max (%d samples, ms: %v; events compared every 500 ms)", ms[len(ms)/2], ms[len(ms)-1], len(ms), ms)
+
+	// A read token (in a tab of its own: sessionStorage is per tab) sees
+	// the same views and no write buttons.
+	rtab, cancel := chromedp.NewContext(tab)
+	defer cancel()
+	if err := chromedp.Do(rtab); err != nil { // the first call opens the tab: no timeout on it
+		t.Fatalf("open a second tab: %v", err)
+	}
+	do(t, rtab, "open the page for the read token", chromedp.Navigate(in.url+"/ui/"),
+		chromedp.SendKeys(chromedp.ID("token"), readToken), chromedp.KeyEvent("\r"))
+	waitDOM(t, rtab, "the read token signed in with every view", `document.getElementById("who").textContent.includes("token viewer (role read, read-only)") &&
+		document.querySelectorAll("#fleet-body tr[data-node]").length === 4 && document.querySelectorAll("#regions-table tr[data-region]").length === 2 &&
+		document.querySelectorAll("#deny-table tr[data-deny]").length === 1 && document.querySelectorAll("article[data-rollout]").length >= 2`)
+	if got := js[string](t, rtab, `[...document.querySelectorAll("button")].filter((b) => b.offsetParent !== null).map((b) => b.textContent).join(",")`); got != "Sign out" {
+		t.Errorf("a read token sees the buttons %q, want only Sign out", got)
+	}
+	if !js[bool](t, rtab, `document.getElementById("deny-form").hidden && document.querySelectorAll(".write:not([hidden])").length === 0`) {
+		t.Error("a read token sees the deny form")
+	}
+	screenshot(t, rtab, shots, "read-only")
+}
