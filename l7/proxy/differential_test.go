@@ -144,7 +144,7 @@ func roundTrip(r *http.Request) verdict {
 		upgrade: upgradeProtocol(r)}
 	var head bytes.Buffer
 	bw := bufio.NewWriter(&head)
-	f.writeHead(bw)
+	f.writeHead(bw, "192.0.2.10:8080")
 	_ = bw.Flush()
 	got, err := parseHead(head.Bytes())
 	if err != nil {

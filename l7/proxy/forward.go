@@ -222,7 +222,7 @@ func (f *forwarding) try(ep *cluster.Endpoint) outcome {
 	_ = conn.SetDeadline(f.deadline)
 
 	bw := conn.Writer()
-	f.writeHead(bw)
+	f.writeHead(bw, ep.Addr)
 	if f.replay != nil {
 		_, _ = bw.Write(f.replay)
 	} else if f.hasBody {

@@ -12,8 +12,11 @@ import (
 
 // writeHead writes the upstream request line and header section. The path
 // is the normalised one the route was chosen on, so the upstream sees
-// exactly what was matched.
-func (f *forwarding) writeHead(bw *bufio.Writer) {
+// exactly what was matched. An HTTP/1.0 request may come without Host;
+// HTTP/1.1 requires one (RFC 9112 §3.2), so the endpoint's address
+// stands in, as net/http's Transport and nginx's proxy_pass do (an
+// upstream would otherwise answer 400 and close its connection).
+func (f *forwarding) writeHead(bw *bufio.Writer, endpoint string) {
 	r := f.r
 	_, _ = bw.WriteString(r.Method)
 	_ = bw.WriteByte(' ')
@@ -23,7 +26,11 @@ func (f *forwarding) writeHead(bw *bufio.Writer) {
 		_, _ = bw.WriteString(f.query)
 	}
 	_, _ = bw.WriteString(" HTTP/1.1\r\nHost: ")
-	_, _ = bw.WriteString(r.Host)
+	if r.Host != "" {
+		_, _ = bw.WriteString(r.Host)
+	} else {
+		_, _ = bw.WriteString(endpoint)
+	}
 	_, _ = bw.WriteString("\r\n")
 	for k, vv := range r.Header {
 		if dropRequestHeader(k) {
@@ -49,7 +56,9 @@ func (f *forwarding) writeHead(bw *bufio.Writer) {
 	} else {
 		_, _ = bw.WriteString("\r\nX-Forwarded-Proto: http\r\n")
 	}
-	writeField(bw, "X-Forwarded-Host", r.Host)
+	if r.Host != "" {
+		writeField(bw, "X-Forwarded-Host", r.Host)
+	}
 	writeField(bw, "X-Request-Id", f.reqID)
 	var num [20]byte
 	left := time.Until(f.deadline).Milliseconds()
