@@ -282,9 +282,8 @@ func (st *stream) buildRequest(b *headerBlock) (status int, reason string) {
 	if !httpguts.ValidHostHeader(b.authority) && b.authority != "" {
 		return 0, "invalid_authority"
 	}
-	if b.method != "" && !validMethod(b.method) {
-		return 0, "bad_method"
-	}
+	// :method is not checked to be a token here (x/net does not either):
+	// the proxy refuses a bad one with 400 and counts it.
 	r := &st.req
 	h := st.hdr
 	for _, hf := range b.fields {
@@ -388,15 +387,6 @@ func (st *stream) buildRequest(b *headerBlock) (status int, reason string) {
 		return http.StatusBadRequest, `request header "TE" may only be "trailers" in HTTP/2`
 	}
 	return 0, ""
-}
-
-func validMethod(m string) bool {
-	for i := 0; i < len(m); i++ {
-		if !httpguts.IsTokenRune(rune(m[i])) {
-			return false
-		}
-	}
-	return true
 }
 
 // canonical maps a lower-case wire name to its canonical form, from the

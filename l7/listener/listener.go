@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/rampart-edge/rampart/l7/h1"
+	"github.com/rampart-edge/rampart/l7/h2"
 
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
@@ -47,6 +48,7 @@ type generation struct {
 	h1     *h1.Server
 	h2     *http2.Server
 	h2base *http.Server // configuration and graceful shutdown for h2
+	h2r    *h2.Server   // rampart's HTTP/2 server, when h2_server is rampart
 	sem    chan struct{}
 
 	wg      sync.WaitGroup // every connection's goroutine
@@ -168,8 +170,13 @@ func (l *Listener) newGeneration(cfg snapshot.Listener) (*generation, error) {
 		if slices.Contains(cfg.Protocols, "http1") {
 			g.tls.NextProtos = append(g.tls.NextProtos, "http/1.1")
 		}
+		h2Handler := withBodyTimeout(handler, bodyTimeout, l.env.Metrics.BodyTimeouts.WithLabelValues("h2"))
+		if H2ServerOf(cfg) == "rampart" {
+			g.h2r = l.rampartH2(cfg, h2Handler, g.h1)
+			return g, nil
+		}
 		g.h2base = &http.Server{
-			Handler:           withBodyTimeout(handler, bodyTimeout, l.env.Metrics.BodyTimeouts.WithLabelValues("h2")),
+			Handler:           h2Handler,
 			ReadHeaderTimeout: g.h1.ReadHeaderTimeout,
 			IdleTimeout:       g.h1.IdleTimeout,
 			MaxHeaderBytes:    cfg.MaxHeaderBytes,
@@ -286,6 +293,10 @@ func (g *generation) handshake(c net.Conn) {
 		return
 	}
 	m.ConnAccepted.WithLabelValues(g.cfg.Name, "h2").Inc()
+	if g.h2r != nil {
+		g.h2r.ServeConn(tc)
+		return
+	}
 	guard := newH2Guard(tc, g.cfg.H2MaxResetsPerSecond, func(reason string) {
 		m.H2Abuse.WithLabelValues(reason).Inc()
 		g.l.env.Log.Warn("closing abusive HTTP/2 connection", "listener", g.cfg.Name,
@@ -308,6 +319,9 @@ func (g *generation) handshake(c net.Conn) {
 func (g *generation) shutdown(ctx context.Context) {
 	if g.h2base != nil {
 		_ = g.h2base.Shutdown(ctx) // starts HTTP/2 graceful shutdown (GOAWAY)
+	}
+	if g.h2r != nil {
+		go func() { _ = g.h2r.Shutdown(ctx) }() // GOAWAY; closes what is left when ctx ends
 	}
 	go func() { _ = g.h1.Shutdown(ctx) }()
 	done := make(chan struct{})

@@ -117,6 +117,11 @@ func validateListeners(ls []Listener, p *problems) {
 		checkRange(p, where, "max_connections", l.MaxConnections, 1, 10_000_000)
 		checkRange(p, where, "h2_max_concurrent_streams", l.H2MaxConcurrentStreams, 1, 10_000)
 		checkRange(p, where, "h2_max_resets_per_second", l.H2MaxResetsPerSecond, 1, 100_000)
+		switch l.H2Server {
+		case "", "std", "rampart":
+		default:
+			p.add("%s: h2_server %q must be std or rampart", where, l.H2Server)
+		}
 		checkRange(p, where, "request_body_timeout_ms", l.RequestBodyTimeoutMs, 100, 600_000)
 		checkRange(p, where, "tunnel_idle_timeout_ms", l.TunnelIdleTimeoutMs, 1_000, 86_400_000)
 		if l.MaxBodyBytes < 0 || l.MaxBodyBytes > 1<<40 {

@@ -139,6 +139,9 @@ func TestValidationCases(t *testing.T) {
 		}, `at most 8`},
 		{"epoch zero", func(c *Config) { c.Version.Epoch = 0 }, `epoch must be at least 1`},
 		{"no listeners", func(c *Config) { c.Listeners = nil }, `at least one listener`},
+		{"h2_server rampart", func(c *Config) { c.Listeners[0].H2Server = "rampart" }, ""},
+		{"h2_server std", func(c *Config) { c.Listeners[0].H2Server = "std" }, ""},
+		{"h2_server unknown", func(c *Config) { c.Listeners[0].H2Server = "nghttp2" }, `h2_server "nghttp2" must be std or rampart`},
 		{"h2 without tls", func(c *Config) { c.Listeners[0].TLS = nil; c.Listeners[0].Protocols = []string{"h2"} }, `protocol h2 needs tls`},
 		{"endpoint listed twice", func(c *Config) {
 			c.Clusters[0].Endpoints = append(c.Clusters[0].Endpoints, c.Clusters[0].Endpoints[0])
