@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,6 +131,41 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // noOverflow says the page does not scroll sideways.
 const noOverflow = `document.scrollingElement.scrollWidth <= window.innerWidth`
 
+// fakeAgent stands in for a node's anycast agent: its /anycast/status
+// (anycast.Status as JSON) with one VIP, 203.0.113.0/24, whose state the
+// test sets.
+type fakeAgent struct {
+	url string
+	mu  sync.Mutex
+	doc []byte
+}
+
+func newFakeAgent(t *testing.T) *fakeAgent {
+	a := &fakeAgent{}
+	a.set("announced", "", "")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/anycast/status" {
+			http.NotFound(w, r)
+			return
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		_, _ = w.Write(a.doc)
+	}))
+	t.Cleanup(srv.Close)
+	a.url = srv.URL
+	return a
+}
+
+func (a *fakeAgent) set(state, reason, drained string) {
+	doc, _ := json.Marshal(map[string]any{"min_sites": 1, "guard_source": "the region-state document",
+		"vips": []map[string]any{{"prefix": "203.0.113.0/24", "state": state, "reason": reason, "drained": drained,
+			"since": "2026-12-03T12:00:00Z", "guard": map[string]any{"active": false, "last": "2 other sites announce it", "other_sites": []string{"a", "b"}}}}})
+	a.mu.Lock()
+	a.doc = doc
+	a.mu.Unlock()
+}
+
 func TestDashboardInBrowser(t *testing.T) {
 	chromium(t)
 	shots := os.Getenv("RAMPART_SCREENSHOTS")
@@ -140,13 +178,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	tu.bake = 2 * time.Second // long enough to see each stage bake on the page, short enough for the gate to end a bad canary first
 	in := start(t, backend{name: "postgres", dsn: pgtest.DSN(t)}.config(t, tu), "")
 	in.waitLeader(t, 30*time.Second)
-	nodes := map[string]*node{}
+	nodes, agents := map[string]*node{}, map[string]*fakeAgent{}
 	for _, id := range []model.Identity{
 		{NodeID: "canary-1", Region: "eu", Zone: "eu-1a", Cohort: "canary"},
 		{NodeID: "eu-b-1", Region: "eu", Zone: "eu-1b"},
 		{NodeID: "us-1", Region: "us", Zone: "us-1a"},
 	} {
-		nodes[id.NodeID] = newNode(t, in.url, id)
+		agents[id.NodeID] = newFakeAgent(t)
+		n := &node{id: id, dir: t.TempDir(), report: 50 * time.Millisecond, poll: 20 * time.Millisecond, agent: agents[id.NodeID].url}
+		n.startProxy(t)
+		n.startClient(t, in.url)
+		nodes[id.NodeID] = n
 	}
 
 	_, tab := browser(t, 1280, 900)
@@ -169,7 +211,6 @@ func TestDashboardInBrowser(t *testing.T) {
 		document.getElementById("fleet-summary").textContent.startsWith("3 nodes in 2 regions")`)
 	waitDOM(t, tab, "every node live", `[...document.querySelectorAll("#fleet-body tr[data-node]")].every((r) => r.textContent.includes("live"))`)
 	waitDOM(t, tab, "versions as epoch.sequence", `[...document.querySelectorAll("#fleet-body tr[data-node] td:nth-child(5)")].every((td) => /^v\d+\.\d+ /.test(td.textContent))`)
-	screenshot(t, tab, shots, "fleet")
 
 	// Publish a revision and watch its stages pass one after another.
 	r1 := in.submit(t, cfgYAML(2, 100))
@@ -203,6 +244,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("stages of %s on the page: %s (zone eu-1a has only the canary, so it is skipped)", r1.ID, got)
 	}
 	t.Logf("passed stages seen on the page while %s rolled out: %v", r1.ID, seen)
+	waitDOM(t, tab, "every node converged on "+r1.ID, `[...document.querySelectorAll("#fleet-body tr[data-node]")].every((r) => r.textContent.includes("converged") && r.textContent.includes("ready"))`)
+	show(t, tab, "body")
+	screenshot(t, tab, shots, "fleet")
 
 	// A bad canary: its error rate breaks the gate, the page shows the
 	// rollback and why.
@@ -228,12 +272,21 @@ func TestDashboardInBrowser(t *testing.T) {
 	show(t, tab, "#deny")
 	screenshot(t, tab, shots, "deny")
 
-	// Drain region us with its button.
+	// Drain region us with its button; its site's agent then drains the
+	// VIP (as the real agent does on the region-state document).
+	vipState := func(node string) string {
+		return fmt.Sprintf(`(document.querySelector('#anycast-table tr[data-node=%s][data-vip="203.0.113.0/24"]') || {dataset: {}}).dataset.state`, quote(node))
+	}
+	waitDOM(t, tab, "every site announcing the VIP", vipState("canary-1")+` === "announced" && `+vipState("eu-b-1")+` === "announced" && `+vipState("us-1")+` === "announced"`)
 	do(t, tab, "drain us", chromedp.Click(chromedp.CSS(`#regions-table tr[data-region=us] button`)))
 	waitDOM(t, tab, "region us draining", `(() => { const r = document.querySelector('#regions-table tr[data-region=us]');
-		return !!r && r.querySelector(".badge.warn") && r.textContent.includes("draining") && r.textContent.includes("drained from the dashboard by ops") &&
+		return !!r && !!r.querySelector(".badge.warn") && r.textContent.includes("draining") && r.textContent.includes("drained from the dashboard by ops") &&
 		r.querySelector("button").textContent === "Undrain us"; })()`)
 	waitDOM(t, tab, "the fleet's region us marked draining", `document.querySelector('#fleet-body h3[data-region=us]').textContent.includes("draining")`)
+	agents["us-1"].set("draining", "region us drained", "region us: drained from the dashboard by ops")
+	waitDOM(t, tab, "site us/us-1a's VIP draining with its reason", vipState("us-1")+` === "draining" &&
+		document.querySelector('#anycast-table tr[data-node=us-1][data-vip="203.0.113.0/24"] .why').textContent.includes("region us drained · drained by region us: drained from the dashboard by ops") &&
+		`+vipState("eu-b-1")+` === "announced"`)
 	show(t, tab, "#regions")
 	screenshot(t, tab, shots, "regions-draining")
 
@@ -265,6 +318,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		do(t, tab, "press Enter on Undrain us", chromedp.KeyEvent("\r"))
 		waitDOM(t, tab, "region us serving again after Enter", `(() => { const r = document.querySelector('#regions-table tr[data-region=us]');
 			return !!r && r.textContent.includes("serving") && r.querySelector("button").textContent === "Drain us"; })()`)
+		agents["us-1"].set("announced", "", "")
+		waitDOM(t, tab, "site us/us-1a announcing again", vipState("us-1")+` === "announced"`)
 	}
 	js[bool](t, tab, `(document.querySelector('nav a[href="#deny"]').focus(), true)`)
 	do(t, tab, "press Enter on the Deny list link", chromedp.KeyEvent("\r"))

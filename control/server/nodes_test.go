@@ -77,6 +77,7 @@ type node struct {
 	report   time.Duration // node client's report interval
 	swapWait time.Duration // how long the client waits for a swap before it reports; 0: its default
 	poll     time.Duration // snapshot dir poll period
+	agent    string        // the anycast agent's admin URL ("": none)
 
 	mu      sync.Mutex
 	errRate func(snapshot.Version) float64
@@ -128,7 +129,7 @@ func (n *node) startProxy(t *testing.T) {
 func (n *node) startClient(t *testing.T, url string) {
 	c, err := nodeclient.New(nodeclient.Config{URL: url, Token: nodeToken, Identity: n.id, PublicKey: testPub,
 		SnapshotDir: filepath.Join(n.dir, "snapshots"), DenyFile: filepath.Join(n.dir, "deny.json"),
-		Reporter: n.observe, ReportInterval: n.report, SwapWait: n.swapWait, WatchTimeout: 2 * time.Second,
+		Reporter: n.observe, AgentStatusURL: n.agent, ReportInterval: n.report, SwapWait: n.swapWait, WatchTimeout: 2 * time.Second,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Logger: logger()})
 	if err != nil {
 		t.Fatal(err)

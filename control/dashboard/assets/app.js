@@ -181,7 +181,7 @@
       const stages = (ro.stages || []).map((s, i) => {
         const h = s.health;
         const res = s.result ? badge(s.result === "passed" ? "ok" : s.result === "failed" ? "bad" : "mute", s.result) : (i === ro.stage && ro.state === "staging" ? badge("warn", (ro.phase || "open")) : badge("mute", "waiting"));
-        return el("li", { "data-stage": s.name }, el("strong", {}, s.name), " ", res, " · cohort " + (s.nodes || []).length + " node(s): " + (s.nodes || []).join(", "),
+        return el("li", { "data-stage": s.name }, el("strong", {}, s.name), " ", res, " · cohort " + ((s.nodes || []).length ? (s.nodes.length === 1 ? "1 node: " : s.nodes.length + " nodes: ") + s.nodes.join(", ") : "no nodes"),
           h ? " · " + h.nodes + " on new version, error rate " + pct(h.error_rate) + " vs " + h.reference + " " + pct(h.reference_error_rate) +
             (h.latency_ms ? ", latency " + h.latency_ms.toFixed(1) + " ms vs " + h.reference_latency_ms.toFixed(1) + " ms" : "") + " → " + h.verdict + (h.explained ? " (" + h.explained + ")" : "") : "",
           s.active_at && !s.done_at && ro.state === "staging" ? " · bake left " + Math.max(0, Math.round((bakes[i] || 0) - (Date.now() - Date.parse(s.active_at)) / 1000)) + " s of " + (bakes[i] || 0) + " s" : "");
@@ -217,6 +217,7 @@
           (d.routes_changed || []).map((c) => el("li", {}, "route " + c.id + " changed: " + (c.fields || []).map((f) => f.field + " " + JSON.stringify(f.old) + " → " + JSON.stringify(f.new)).join("; "))),
           d.clusters ? [li("clusters added", d.clusters.added), li("clusters removed", d.clusters.removed), li("clusters changed", d.clusters.changed)] : null,
           li("other sections changed", d.sections_changed)));
+        if (!items[items.length - 1].childElementCount) items[items.length - 1] = el("p", { class: "mute" }, "no changes: the same config");
       }
       const sh = ro.shadow;
       if (sh) {
@@ -269,7 +270,7 @@
         const vips = n.vips || [];
         if (vips.length) {
           for (const v of vips) {
-            const why = [v.reason || "", v.drained ? " · drained by " + v.drained : "", v.since && !v.since.startsWith("0001") ? " · since " + when(v.since) : ""].join("");
+            const why = [v.reason, v.drained ? "drained by " + v.drained : "", v.since && !v.since.startsWith("0001") ? "since " + when(v.since) : ""].filter(Boolean).join(" · ");
             const gv = [v.guard_holding ? "holding · " : "", v.guard_verdict || "", " (" + v.other_sites + " other site" + (v.other_sites === 1 ? "" : "s") + ")", " · ", guard].join("");
             arows.push(row(v.prefix, v.state, why, gv));
           }
