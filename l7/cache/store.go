@@ -84,6 +84,7 @@ func (o *Object) weight() uint32 {
 type slot struct {
 	obj    *Object
 	vary   []string // set on a primary slot of a varying response: the names of the secondary key
+	pass   bool     // the key's last response could not be stored (MarkPass)
 	expire time.Duration
 }
 
@@ -194,6 +195,23 @@ func (s *Store) Put(key string, req http.Header, o *Object) bool {
 	s.c.Set(key, &slot{vary: vary, expire: exp + time.Minute})
 	s.c.Set(secondaryKey(key, vary, req), &slot{obj: o, expire: exp})
 	return true
+}
+
+// MarkPass remembers for d that key's last response could not be stored,
+// so that its misses go upstream at once instead of waiting for one
+// another (Varnish's hit-for-miss): a response that is private, no-store
+// or sets a cookie would otherwise queue every request of the key behind
+// one fetch. A later storable response replaces the mark.
+func (s *Store) MarkPass(key string, d time.Duration) {
+	if d > 0 {
+		s.c.Set(key, &slot{pass: true, expire: d})
+	}
+}
+
+// Passing reports whether key carries a MarkPass mark.
+func (s *Store) Passing(key string) bool {
+	sl, ok := s.c.GetIfPresent(key)
+	return ok && sl.pass
 }
 
 // Expiry is how long from its storing the store holds o: fresh, then

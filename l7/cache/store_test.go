@@ -177,3 +177,22 @@ func TestPurgeMarksBounded(t *testing.T) {
 		t.Fatalf("%d marks after an old one should have gone, want 1", n)
 	}
 }
+
+func TestMarkPass(t *testing.T) {
+	s := NewStore(1 << 20)
+	if s.Passing("k") {
+		t.Fatal("a fresh store passes a key")
+	}
+	s.MarkPass("k", time.Minute)
+	if !s.Passing("k") || s.Get("k", http.Header{}) != nil {
+		t.Fatal("the mark is not seen, or reads as an object")
+	}
+	s.Put("k", http.Header{}, obj("b", nil))
+	if s.Passing("k") || s.Get("k", http.Header{}) == nil {
+		t.Fatal("a stored object did not replace the mark")
+	}
+	s.MarkPass("z", 0)
+	if s.Passing("z") {
+		t.Fatal("a zero-length mark was kept")
+	}
+}

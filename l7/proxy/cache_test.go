@@ -515,3 +515,54 @@ func TestCachePurgeDuringFetch(t *testing.T) {
 		t.Fatalf("third request: Cache-Status %q, want a hit", h.Get("Cache-Status"))
 	}
 }
+
+// TestCacheUncacheableSkipsCoalescing: once a key's response said
+// no-store, its concurrent misses go upstream together instead of queueing
+// behind one fetch (hit-for-miss); a later storable answer is stored again.
+func TestCacheUncacheableSkipsCoalescing(t *testing.T) {
+	var cacheable atomic.Bool
+	var hold atomic.Bool
+	release := make(chan struct{})
+	up := startUpstream(t, "app", func(w http.ResponseWriter, r *http.Request) {
+		if hold.Load() {
+			<-release
+		}
+		if cacheable.Load() {
+			w.Header().Set("Cache-Control", "max-age=60")
+		} else {
+			w.Header().Set("Cache-Control", "no-store")
+		}
+		_, _ = io.WriteString(w, "x")
+	})
+	l := cacheLab(t, up, snapshot.RouteCache{}, nil)
+	c := l.h1()
+	if _, _, h := doGet(t, c, l.url("http", "/c/p")); !strings.Contains(h.Get("Cache-Status"), "detail=no-store") {
+		t.Fatalf("first answer: %q", h.Get("Cache-Status"))
+	}
+	hold.Store(true)
+	const n = 10
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			doGet(t, c, l.url("http", "/c/p"))
+		}()
+	}
+	// Coalesced requests would leave one upstream request waiting and
+	// this condition false until the deadline.
+	eventually(t, 20*time.Second, "all concurrent misses reaching the upstream", func() bool { return up.Count() == 1+n })
+	close(release)
+	wg.Wait()
+	if got := testutil.ToFloat64(l.p.metrics.stage.CoalescedCounter("cached")); got != 0 {
+		t.Fatalf("%v requests coalesced behind an uncacheable key, want 0", got)
+	}
+	hold.Store(false)
+	cacheable.Store(true)
+	if _, _, h := doGet(t, c, l.url("http", "/c/p")); !strings.Contains(h.Get("Cache-Status"), "stored") {
+		t.Fatalf("a storable answer after the mark: %q", h.Get("Cache-Status"))
+	}
+	if _, _, h := doGet(t, c, l.url("http", "/c/p")); !strings.Contains(h.Get("Cache-Status"), "hit") {
+		t.Fatalf("after it was stored: %q", h.Get("Cache-Status"))
+	}
+}

@@ -133,6 +133,11 @@ func (*cacheStage) Name() string { return "cache" }
 
 func (s *cacheStage) setNext(n Stage) { s.next = n }
 
+// passFor bounds how long a key whose response was not storable skips
+// request coalescing (Varnish's hit-for-miss default is 120 s); at most the
+// route's ttl_ms.
+const passFor = 2 * time.Minute
+
 // Cache-Status values (RFC 9211) this cache writes.
 const cacheStatusName = "Cache-Status"
 
@@ -182,6 +187,10 @@ func (s *cacheStage) Serve(x *Exchange) Verdict {
 	s.misses.Inc()
 	if rcc.NoCache {
 		s.fetch(x, key, s.store.Get(key, r.Header), rcc, now, "request")
+		return Replied
+	}
+	if s.store.Passing(key) { // its last response was not storable: no waiting behind one another
+		s.fetch(x, key, nil, rcc, now, "miss")
 		return Replied
 	}
 	// A miss: one request of the key goes upstream, the others wait for it.
@@ -318,6 +327,8 @@ func (s *cacheStage) fetch(x *Exchange, key string, old *cache.Object, rcc cache
 		s.write(x, old, n, "rampart; fwd="+why+"; fwd-status="+strconv.Itoa(rec.status)+"; ttl="+secs(old.TTL(n))+"; detail=stale-if-error")
 	case rec.obj != nil && !x.Abort && rec.complete():
 		s.store.Put(key, r.Header, rec.obj)
+	case rec.uncacheable:
+		s.store.MarkPass(key, min(s.ttl, passFor))
 	}
 }
 
@@ -363,23 +374,26 @@ func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 // goes to the client, and a storable answer within max_object_bytes is
 // kept as it streams.
 type recorder struct {
-	w         http.ResponseWriter
-	h         http.Header
-	s         *cacheStage
-	x         *Exchange
-	old       *cache.Object
-	why       string
-	noStore   bool
-	addedINM  bool
-	addedIMS  bool
-	sent      time.Time // when the request went upstream
-	status    int
-	wrote     bool
-	swallow   bool
-	refreshed *cache.Object
-	staleErr  bool
-	obj       *cache.Object // being recorded; nil: not storing
-	clen      int64
+	w       http.ResponseWriter
+	h       http.Header
+	s       *cacheStage
+	x       *Exchange
+	old     *cache.Object
+	why     string
+	noStore bool
+	// uncacheable: the response (not the request, nor an upstream
+	// failure) said it may not be stored
+	uncacheable bool
+	addedINM    bool
+	addedIMS    bool
+	sent        time.Time // when the request went upstream
+	status      int
+	wrote       bool
+	swallow     bool
+	refreshed   *cache.Object
+	staleErr    bool
+	obj         *cache.Object // being recorded; nil: not storing
+	clen        int64
 }
 
 func (w *recorder) Header() http.Header { return w.h }
@@ -414,6 +428,7 @@ func (w *recorder) WriteHeader(code int) {
 			status += "; stored"
 		} else if why != "" {
 			status += "; detail=" + why
+			w.uncacheable = code < 500
 		}
 	} else if w.noStore {
 		status += "; detail=request-no-store"
