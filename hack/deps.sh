@@ -40,7 +40,7 @@ case "$what" in
     [ -f /usr/lib/syslinux/mbr/mbr.bin ] || need+=(syslinux-common)
     want qemu-system-x86_64 qemu-system-x86
     ;;&
-  perf|all)
+  perf|test|all) # test: TestQuickReport (perf/report) runs the quick perf suite
     want curl curl
     want openssl openssl
     want nginx nginx-light

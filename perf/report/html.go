@@ -95,7 +95,7 @@ fleet             = regions × per region
 {{end}}</pre>
 <table><tr><th>per-region load</th><th>usable per instance</th><th>instances per region</th><th>fleet</th></tr>
 <tr><td>{{num .Sizing.PerRegionRPS}} req/s</td><td>{{num .Sizing.UsablePerInstance}} req/s</td><td>{{.Sizing.PerRegion}}</td><td><b>{{.Sizing.Fleet}}</b></td></tr></table>
-{{else}}<p class="status bad">no sizing: {{.SizingErr}}</p>{{end}}
+{{else}}<p class="status bad" id="no-sizing">no sizing: {{.SizingErr}}</p>{{end}}
 {{end}}
 
 <h2 id="load">Proxies under open-loop load</h2>

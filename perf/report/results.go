@@ -33,6 +33,8 @@ type Results struct {
 	Lab       LabSection  `json:"lab"`
 	Capacity  CapSection  `json:"capacity"`
 	Compare   CmpSection  `json:"comparison"`
+	// Took is each section's run time in seconds ("load", "xdp", …, "total").
+	Took map[string]float64 `json:"took_s,omitempty"`
 }
 
 // Config is what the suite was asked to do.

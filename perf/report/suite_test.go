@@ -280,6 +280,26 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkReport(t, out, []string{"h1 ka rampart", "h1 ka chain", "h1 ka nginx", "h1 ka haproxy", "h1 new chain"})
+	if h, _ := os.ReadFile(filepath.Join(out, "report.html")); !strings.Contains(string(h), `id="sizing"`) {
+		t.Error("no sizing in report.html")
+	}
+}
+
+func TestCapacitySection(t *testing.T) {
+	s := Quick()
+	miss := []LoadSeries{{Proto: "h1", Mode: "ka", Proxy: "chain", Rate: 200, P99ms: Spread{Median: 80, N: 1}, Achieved: Spread{Median: 200, N: 1}}}
+	c := capacitySection(miss, s)
+	if c.Status != statusOK || c.Capacity.Bound != "below" || c.Sizing != nil || !strings.Contains(c.SizingErr, "no measured rate met") {
+		t.Fatalf("all missed: %+v", c)
+	}
+	if c := capacitySection(nil, s); !strings.HasPrefix(c.Status, "not run") {
+		t.Fatalf("no series: %+v", c)
+	}
+	var b bytes.Buffer
+	res := &Results{Capacity: c}
+	if err := RenderHTML(&b, res, Plots{}); err != nil || !strings.Contains(b.String(), `id="no-sizing"`) {
+		t.Fatalf("no sizing shown: %v", err)
+	}
 }
 
 // checkReport checks report.html and results.json's structure (not the
@@ -292,7 +312,10 @@ func checkReport(t *testing.T, out string, series []string) {
 		t.Fatal(err)
 	}
 	html := string(h)
-	for _, id := range []string{`id="capacity"`, `id="sizing"`, `id="load"`, `id="series"`, `id="xdp"`, `id="routes"`, `id="swap"`, `id="lab"`, `id="comparison"`, `id="reproduce"`} {
+	if !strings.Contains(html, `id="sizing"`) && !strings.Contains(html, `id="no-sizing"`) {
+		t.Errorf("report.html has neither the sizing nor why there is none")
+	}
+	for _, id := range []string{`id="capacity"`, `id="load"`, `id="series"`, `id="xdp"`, `id="routes"`, `id="swap"`, `id="lab"`, `id="comparison"`, `id="reproduce"`} {
 		if !strings.Contains(html, id) {
 			t.Errorf("report.html has no %s", id)
 		}
