@@ -263,11 +263,16 @@ wait_http "https://127.0.0.1:$NGINX_PORT/bench"
 # ---- 2b. HAPROXY=1: haproxy as the TLS reverse proxy (h1 and h2 by ALPN; 2.6 in Debian 12 has no QUIC)
 haproxy_pid=""
 if $haproxy; then
+  # haproxy refuses to start when 2 x maxconn (+ a few) exceeds the open-file limit it may raise to
+  fdmax=$(ulimit -Hn)
+  [[ $fdmax =~ ^[0-9]+$ ]] || fdmax=1048576
+  hap_maxconn=$(((fdmax - 200) / 2 < 4096 ? (fdmax - 200) / 2 : 4096))
+  ((hap_maxconn >= 2 * CONNS)) || die "haproxy: open-file limit $fdmax allows maxconn $hap_maxconn, under 2 x CONNS=$CONNS; raise ulimit -n"
   cat "$work/tls.crt" "$work/tls.key" >"$work/haproxy.pem"
   cat >"$work/haproxy.cfg" <<EOF
 global
   $haproxy_threads
-  maxconn 4096
+  maxconn $hap_maxconn
   ssl-default-bind-ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305
   ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
   ssl-default-bind-options ssl-min-ver TLSv1.2

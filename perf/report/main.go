@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,8 @@ func parseArgs(args []string, env func(string) string) (options, error) {
 	regions := fs.Int("regions", 0, "regions (default 3)")
 	lost := fs.Int("regions-lost", -1, "regions that may be lost (default 1)")
 	lab := fs.Bool("lab", env("PERF_LAB") == "1", "run the lab drills (default: PERF_LAB=1)")
+	sections := fs.String("sections", "", "run only these sections, comma-separated: load, xdp, routes, swap, lab (default: all)")
+	drills := fs.String("lab-drills", "", "the lab drills, comma-separated (default failover,bad-rollout)")
 	pin := fs.Bool("pin", true, "pin proxies to one CPU and the load generator and upstream to another")
 	haproxy := fs.Bool("haproxy", true, "load haproxy too")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +71,22 @@ func parseArgs(args []string, env func(string) string) (options, error) {
 	}
 	s := &o.suite
 	s.Lab, s.Pin, s.Haproxy = *lab, *pin, *haproxy
+	if *sections != "" {
+		s.Sections = strings.Split(*sections, ",")
+		for _, x := range s.Sections {
+			if !slices.Contains([]string{"load", "xdp", "routes", "swap", "lab"}, x) {
+				return o, fmt.Errorf("-sections: %q is not load, xdp, routes, swap or lab", x)
+			}
+		}
+	}
+	if *drills != "" {
+		s.LabDrills = strings.Split(*drills, ",")
+		for _, d := range s.LabDrills {
+			if d == "" || strings.ContainsAny(d, " /\\") {
+				return o, fmt.Errorf("-lab-drills: %q is not a drill name", d)
+			}
+		}
+	}
 	if *rates != "" {
 		s.Rates = nil
 		for _, f := range strings.Split(*rates, ",") {

@@ -29,12 +29,13 @@ type Suite struct {
 	Conns     int
 	Pin       bool
 	Haproxy   bool
-	XDPBench  string // -benchtime of BenchmarkXDP
-	Flood     string // -benchtime of BenchmarkVethFlood
-	Lookup    string // -benchtime of the route lookups
-	Compile   string // -benchtime of the route compiles and table memory
-	Count     int    // -count of the go benchmarks
-	Lab       bool   // PERF_LAB=1: lab up, drills, lab down
+	XDPBench  string   // -benchtime of BenchmarkXDP
+	Flood     string   // -benchtime of BenchmarkVethFlood
+	Lookup    string   // -benchtime of the route lookups
+	Compile   string   // -benchtime of the route compiles and table memory
+	Count     int      // -count of the go benchmarks
+	Sections  []string // run only these of load, xdp, routes, swap, lab; nil: all
+	Lab       bool     // PERF_LAB=1: lab up, drills, lab down
 	LabDrills []string
 	Target    float64 // p99 target, ms
 	Headroom  float64
@@ -121,7 +122,13 @@ func (r *Runner) Execute(ctx context.Context, s Suite) Results {
 		Pin: s.Pin, TargetP99ms: s.Target, Headroom: s.Headroom, TotalRPS: s.TotalRPS, Regions: s.Regions, RegionsLost: s.Lost}
 	start := time.Now()
 	res.Took = map[string]float64{}
+	skipped := "not run: not in -sections " + strings.Join(s.Sections, ",")
+	res.Load.Status, res.XDP.Status, res.XDP.FloodStatus = skipped, skipped, skipped
+	res.Routes.Status, res.Swap.Status = skipped, skipped
 	step := func(name, what string, f func()) {
+		if s.Sections != nil && !slices.Contains(s.Sections, name) {
+			return
+		}
 		t0 := time.Now()
 		r.logf("%s: %s", name, what)
 		f()
@@ -132,9 +139,10 @@ func (r *Runner) Execute(ctx context.Context, s Suite) Results {
 	step("xdp", "bpf BenchmarkXDP and BenchmarkVethFlood", func() { res.XDP = r.xdp(ctx, s) })
 	step("routes", "l7/route lookup and compile at 20k and 300k", func() { res.Routes = r.routes(ctx, s) })
 	step("swap", "l7/proxy TestSnapshotSwapUnderLoad", func() { res.Swap = r.swap(ctx) })
+	res.Lab = LabSection{Status: skipped}
 	if s.Lab {
 		step("lab", "lab up, drills "+strings.Join(s.LabDrills, ", ")+", lab down", func() { res.Lab = r.lab(ctx, s) })
-	} else {
+	} else if s.Sections == nil || slices.Contains(s.Sections, "lab") {
 		res.Lab = r.lab(ctx, s)
 	}
 	res.Capacity = capacitySection(res.Load.Series, s)

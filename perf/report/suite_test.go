@@ -194,6 +194,34 @@ func TestExecuteFailuresKeepTheRest(t *testing.T) {
 	}
 }
 
+func TestExecuteSelectedSections(t *testing.T) {
+	f := &fake{}
+	r := fakeRunner(t, f)
+	o, err := parseArgs([]string{"-sections", "routes,swap"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.Execute(context.Background(), o.suite)
+	if res.Routes.Status != statusOK || res.Swap.Status != statusOK {
+		t.Fatalf("routes %q swap %q", res.Routes.Status, res.Swap.Status)
+	}
+	for name, st := range map[string]string{"load": res.Load.Status, "xdp": res.XDP.Status, "lab": res.Lab.Status} {
+		if !strings.HasPrefix(st, "not run: not in -sections routes,swap") {
+			t.Errorf("%s: %q", name, st)
+		}
+	}
+	for _, c := range f.calls {
+		if strings.Contains(c, "compare.sh") || strings.Contains(c, "./bpf/") {
+			t.Errorf("ran %q", c)
+		}
+	}
+	_, load := res.Took["load"]
+	_, routes := res.Took["routes"]
+	if _, swap := res.Took["swap"]; load || !routes || !swap || len(res.Took) != 3 {
+		t.Errorf("took %v", res.Took)
+	}
+}
+
 func TestCompareEnv(t *testing.T) {
 	env := strings.Join(compareEnv(Quick(), "/x/runs"), " ")
 	for _, want := range []string{"CHAIN=1", "HAPROXY=1", "RATES=200 800", "MODES=ka new", "ROUNDS=1", "DURATION=1s", "RUNS_DIR=/x/runs"} {
@@ -218,7 +246,7 @@ func TestParseArgs(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-suite", "slow"}, {"-rates", "0"}, {"-rates", "1.5"}, {"-rates", "a"}, {"-modes", "keep"}, {"-protos", "h4"},
 		{"-protos", "h1,h3"}, {"-rounds", "-1"}, {"-duration", "1ms"}, {"-p99-target", "-3"}, {"-headroom", "1"},
-		{"-regions", "1", "-regions-lost", "1"}, {"extra"},
+		{"-regions", "1", "-regions-lost", "1"}, {"extra"}, {"-sections", "load,cpu"}, {"-lab-drills", "a/b"},
 	} {
 		if _, err := parseArgs(bad, noEnv); err == nil {
 			t.Errorf("%q: no error", bad)
