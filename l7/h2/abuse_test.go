@@ -281,3 +281,36 @@ func TestSlowPreface(t *testing.T) {
 		t.Fatal("still open")
 	}
 }
+
+// TestSmallWindowUpdatesAnsweringData: small WINDOW_UPDATEs that give back
+// DATA the server sent are not abuse, however many.
+func TestSmallWindowUpdatesAnsweringData(t *testing.T) {
+	ts := serve(t, &Server{MaxControlPerSecond: 5}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 200 {
+			w.Write([]byte("chunk"))
+			w.(http.Flusher).Flush()
+		}
+	}))
+	rc := ts.raw(t)
+	rc.handshake()
+	rc.get(1, true)
+	for {
+		f := rc.until("DATA", func(f http2.Frame) bool {
+			if ga, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatalf("GOAWAY %v", ga.ErrCode)
+			}
+			_, ok := f.(*http2.DataFrame)
+			return ok
+		}).(*http2.DataFrame)
+		if len(f.Data()) > 0 {
+			must(t, rc.fr.WriteWindowUpdate(0, uint32(len(f.Data()))))
+			must(t, rc.fr.WriteWindowUpdate(1, uint32(len(f.Data()))))
+		}
+		if f.StreamEnded() {
+			break
+		}
+	}
+	if a := ts.abuses(); len(a) != 0 {
+		t.Fatalf("abuse %v", a)
+	}
+}

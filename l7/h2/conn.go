@@ -98,6 +98,7 @@ type conn struct {
 	peerMaxFrame   uint32
 	recvWindow     int32 // connection receive window left to the peer
 	recvUnacked    int32 // consumed connection bytes not yet given back
+	dataSent       int   // DATA frames sent not yet answered by a small WINDOW_UPDATE (capped)
 	settingsSent   int   // our SETTINGS not yet acknowledged
 
 	goaway        bool        // GOAWAY sent: no new streams
@@ -387,11 +388,17 @@ func (c *conn) settingsFrame(f *http2.SettingsFrame, now time.Time) error {
 }
 
 func (c *conn) windowUpdate(f *http2.WindowUpdateFrame, now time.Time) error {
-	if f.Increment < 1024 && !c.windows.take(now) {
-		return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "window_update_flood", abuse: "window_update"}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A small increment answers DATA the server sent (dataSent counts
+	// them); beyond that, small increments come out of the bucket.
+	if f.Increment < 1024 {
+		if c.dataSent > 0 {
+			c.dataSent--
+		} else if !c.windows.take(now) {
+			return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "window_update_flood", abuse: "window_update"}
+		}
+	}
 	if f.StreamID == 0 {
 		if c.sendWindow+int64(f.Increment) > 1<<31-1 {
 			return connError{code: http2.ErrCodeFlowControl, reason: "bad_flow"}

@@ -447,6 +447,7 @@ func (w *responseWriter) dataLocked(p []byte, end bool) error {
 		}
 		last := int(n) == len(p)
 		_ = c.fw.WriteData(st.id, end && last, p[:n])
+		c.dataSent = min(c.dataSent+2, 1<<20) // one update for the stream, one for the connection
 		st.sendWindow -= n
 		c.sendWindow -= n
 		deadline = time.Time{}
