@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -95,6 +96,7 @@ func (st *stream) abort(err error) {
 		st.bodyErr = err
 	}
 	st.w.err = err
+	st.w.failed.Store(true)
 	st.bodyCond.Broadcast()
 	if st.cancel != nil {
 		st.cancel()
@@ -231,9 +233,18 @@ type responseWriter struct {
 	sentHeader  bool // HEADERS sent
 	buf         []byte
 	written     int64
-	declLen     int64 // Content-Length the handler set; -1: none
-	err         error
-	noBody      bool // HEAD, 204, 304
+	declLen     int64       // Content-Length the handler set; -1: none
+	err         error       // guarded by c.mu
+	failed      atomic.Bool // err is set: for the unlocked paths
+	noBody      bool        // HEAD, 204, 304
+}
+
+// failure is w.err, read under the connection lock.
+func (w *responseWriter) failure() error {
+	c := w.st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return w.err
 }
 
 // bufSize is how much body a response buffers before it sends DATA.
@@ -285,8 +296,8 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.declLen >= 0 && w.written+int64(len(p)) > w.declLen {
 		return 0, http.ErrContentLength
 	}
-	if w.err != nil {
-		return 0, w.err
+	if w.failed.Load() {
+		return 0, w.failure()
 	}
 	w.written += int64(len(p))
 	if len(w.buf)+len(p) <= bufSize {
@@ -305,7 +316,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 
 // WriteString avoids a copy for io.WriteString callers.
 func (w *responseWriter) WriteString(s string) (int, error) {
-	if len(w.buf)+len(s) <= bufSize && w.wroteHeader && !w.noBody && w.err == nil &&
+	if len(w.buf)+len(s) <= bufSize && w.wroteHeader && !w.noBody && !w.failed.Load() &&
 		(w.declLen < 0 || w.written+int64(len(s)) <= w.declLen) {
 		w.written += int64(len(s))
 		w.buf = append(w.buf, s...)
