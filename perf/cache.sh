@@ -14,6 +14,8 @@
 # proxy CPU-second (utime+stime of the proxy's processes); the summary gives medians and min–max.
 #
 # Knobs: DURATION=5 ROUNDS=3 CONNS=32 PROXY_CPU=0 LOAD_CPU=1 RAMPART=path KEEP=1
+#        PPROF=1: a CPU profile of rampart during each path's first run, kept as
+#        perf/results/cache-PATH.pprof (go tool pprof -top perf/results/cache-PATH.pprof)
 #        ports 18643 (rampart) 18644 (nginx) 18681 (upstream) 19961 (rampart admin)
 set -euo pipefail
 : "${DURATION:=5}" "${ROUNDS:=3}" "${CONNS:=32}" "${PROXY_CPU:=0}" "${LOAD_CPU:=1}"
@@ -65,12 +67,13 @@ routes:
 CFG
 "$RAMPART" snapshot build -config r/rampart.yaml -key snap.key -out r/snapshots/1.snap >/dev/null
 taskset -c "$PROXY_CPU" "$RAMPART" proxy -snapshot-dir r/snapshots -state-dir r/state -public-key snap.pub \
-  -admin 127.0.0.1:$AP -access-log off >rampart.log 2>&1 & rampart_pid=$!; pids+=($rampart_pid)
+  -admin 127.0.0.1:$AP -access-log off ${PPROF:+-pprof} >rampart.log 2>&1 & rampart_pid=$!; pids+=($rampart_pid)
 wait_ok "http://127.0.0.1:$AP/readyz"
 for p in $RP $NP; do for path in /hit /nostore /fwd; do wait_ok "https://127.0.0.1:$p$path"; done; done
 # the warm-up made /hit a hit on both; show what each answers
 hdr() { curl -sk -o /dev/null -D - "$1" | tr -d '\r' | grep -iE "^($2):" | tr '\n' ' '; }
-ticks() { local s=0 f; for p in "$@"; do f=$(<"/proc/$p/stat"); f=${f##*) }; read -ra a <<<"$f"; s=$((s + a[11] + a[12])); done; echo $s; }
+ticks() { # utime+stime of pids; one that is gone (nginx's cache loader exits after a minute) counts 0
+  local s=0 f; for p in "$@"; do f=$(cat "/proc/$p/stat" 2>/dev/null) || continue; f=${f##*) }; read -ra a <<<"$f"; s=$((s + a[11] + a[12])); done; echo $s; }
 pids_of() { case $1 in rampart) echo $rampart_pid ;; nginx) echo $nginx_pid $(pgrep -P $nginx_pid) ;; esac; }
 port_of() { case $1 in rampart) echo $RP ;; nginx) echo $NP ;; esac; }
 hz=$(getconf CLK_TCK)
@@ -85,6 +88,10 @@ for r in $(seq "$ROUNDS"); do
     for px in rampart nginx; do
       ps=$(pids_of $px)
       t0=$(ticks $ps)
+      if [ -n "${PPROF:-}" ] && [ $px = rampart ] && [ $r = 1 ]; then
+        mkdir -p "$root/perf/results"
+        (curl -s -o "$root/perf/results/cache-$path.pprof" "http://127.0.0.1:$AP/debug/pprof/profile?seconds=$((DURATION > 2 ? DURATION - 1 : 1))" &)
+      fi
       out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "https://127.0.0.1:$(port_of $px)/$path" 2>&1)
       t1=$(ticks $ps)
       n=$(awk '/requests in/{print $1; exit}' <<<"$out")
@@ -99,6 +106,7 @@ for r in $(seq "$ROUNDS"); do
     done
   done
 done
+echo "# rampart's cache counters: $(curl -s "http://127.0.0.1:$AP/metrics" | grep -E '^rampart_cache_(hits|misses|coalesced)_total' | tr '\n' ' ')"
 echo "# summary: requests per proxy CPU-second, median (min–max) over $ROUNDS rounds"
 for path in hit nostore fwd; do
   line="$path:"

@@ -190,7 +190,7 @@ func (s *cacheStage) Serve(x *Exchange) Verdict {
 		return Replied
 	}
 	if s.store.Passing(key) { // its last response was not storable: no waiting behind one another
-		s.fetch(x, key, nil, rcc, now, "miss")
+		s.fetch(x, key, nil, rcc, now, "pass")
 		return Replied
 	}
 	// A miss: one request of the key goes upstream, the others wait for it.
@@ -293,7 +293,11 @@ func etagMatch(inm, etag string) bool {
 // window answers with old. why is the Cache-Status fwd value.
 func (s *cacheStage) fetch(x *Exchange, key string, old *cache.Object, rcc cache.RequestCC, now time.Time, why string) {
 	r := x.R
-	rec := &recorder{w: x.W, h: http.Header{}, s: s, x: x, old: old, why: why, noStore: rcc.NoStore}
+	fwd := why
+	if why == "pass" {
+		fwd = "miss"
+	}
+	rec := &recorder{w: x.W, h: http.Header{}, s: s, x: x, old: old, why: fwd, noStore: rcc.NoStore}
 	if old != nil && r.Method == http.MethodGet {
 		// Our own validators, sent only when the client sent none.
 		if et := old.Header.Get("ETag"); et != "" && r.Header.Get("If-None-Match") == "" {
@@ -319,15 +323,15 @@ func (s *cacheStage) fetch(x *Exchange, key string, old *cache.Object, rcc cache
 	case rec.refreshed != nil:
 		s.store.Refresh(key, r.Header, rec.refreshed)
 		x.Fault = ""
-		s.write(x, rec.refreshed, time.Now(), "rampart; fwd="+why+"; fwd-status=304; stored; ttl="+secs(rec.refreshed.TTL(time.Now())))
+		s.write(x, rec.refreshed, time.Now(), "rampart; fwd="+fwd+"; fwd-status=304; stored; ttl="+secs(rec.refreshed.TTL(time.Now())))
 	case rec.staleErr:
 		s.stale.Inc()
 		x.Fault = ""
 		n := time.Now()
-		s.write(x, old, n, "rampart; fwd="+why+"; fwd-status="+strconv.Itoa(rec.status)+"; ttl="+secs(old.TTL(n))+"; detail=stale-if-error")
+		s.write(x, old, n, "rampart; fwd="+fwd+"; fwd-status="+strconv.Itoa(rec.status)+"; ttl="+secs(old.TTL(n))+"; detail=stale-if-error")
 	case rec.obj != nil && !x.Abort && rec.complete():
 		s.store.Put(key, r.Header, rec.obj)
-	case rec.uncacheable:
+	case rec.uncacheable && why != "pass": // a marked key keeps its mark until it expires
 		s.store.MarkPass(key, min(s.ttl, passFor))
 	}
 }
