@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/rampart-edge/rampart/control/config"
 	"github.com/rampart-edge/rampart/control/model"
 	"github.com/rampart-edge/rampart/control/pgtest"
 	"github.com/rampart-edge/rampart/l7/snapshot"
@@ -175,8 +176,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	tu := fast
-	tu.bake = 2 * time.Second // long enough to see each stage bake on the page, short enough for the gate to end a bad canary first
-	in := start(t, backend{name: "postgres", dsn: pgtest.DSN(t)}.config(t, tu), "")
+	tu.bake = 1500 * time.Millisecond // long enough to see each stage bake on the page
+	cfg := backend{name: "postgres", dsn: pgtest.DSN(t)}.config(t, tu)
+	// The canary bakes longer: a stage passes at the end of its bake even
+	// without data, so the bad canary's reports (50 ms apart) must reach
+	// the gate before it ends, however busy the machine.
+	canaryBake := config.Duration(6 * time.Second)
+	cfg.Rollout.Stages[0].Bake = &canaryBake
+	in := start(t, cfg, "")
 	in.waitLeader(t, 30*time.Second)
 	nodes, agents := map[string]*node{}, map[string]*fakeAgent{}
 	for _, id := range []model.Identity{
