@@ -22,7 +22,7 @@
 #
 # Knobs (env): DURATION=10s CONNS=64 STREAMS=10 THREADS=2 ROUNDS=3 PROTO=h1|h2|h3|all CHAIN=0|1
 #              HAPROXY=0|1 PIN=0|1 PROXY_CPU=0 LOAD_CPU=1 RATES= MODES="ka new" RUNS_DIR= OPENLOAD=path
-#              RAMPART=path H3LOAD=path KEEP=1 RAMPART_PROTOCOLS="h2, http1, h3"
+#              RAMPART=path H3LOAD=path KEEP=1 RAMPART_PROTOCOLS="h2, http1, h3" H2_SERVER=std|rampart
 #              PORTS: RAMPART_PORT=18443 NGINX_PORT=18444 UPSTREAM_PORT=18081 ADMIN_PORT=19901
 #                     CHAIN_PORT=18445 CHAIN_ADMIN_PORT=19902 (CHAIN=1 only) HAPROXY_PORT=18446
 set -euo pipefail
@@ -36,6 +36,8 @@ if [ -z "${HAPROXY:-}" ]; then if command -v haproxy >/dev/null; then HAPROXY=1;
 # responses then carry an Alt-Svc header, which wrk and h2load ignore. Drop h3 here to compare.
 : "${RAMPART_PROTOCOLS:=h2, http1, h3}"
 : "${WARMUP:=2s}" # each proxy's warm-up per protocol
+: "${H2_SERVER:=std}" # rampart's HTTP/2 server (listener h2_server): std (x/net/http2) or rampart (l7/h2)
+case "$H2_SERVER" in std | rampart) ;; *) echo "compare.sh: H2_SERVER must be std or rampart, not '$H2_SERVER'" >&2; exit 1 ;; esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { # also marks the report (once there is one) as failed
@@ -311,6 +313,7 @@ listeners:
   - name: https
     address: 127.0.0.1:$2
     protocols: [$RAMPART_PROTOCOLS]
+    h2_server: $H2_SERVER
     tls: {certificates: [{cert_file: $work/tls.crt, key_file: $work/tls.key}]}
 clusters:
   - {name: bench, endpoints: [{address: "127.0.0.1:$UPSTREAM_PORT", weight: 1, region: local, zone: local-a}]}
@@ -534,7 +537,7 @@ if $has_h3; then
   if $chain; then say "          chain   :$CHAIN_PORT/udp (HTTP/3) $(h3_of "$CHAIN_PORT")"; fi
   say "h3:       $nginx_h3, so h3 rounds load rampart only and have no ratio to nginx"
 fi
-say "listener: rampart's protocols [$RAMPART_PROTOCOLS]"
+say "listener: rampart's protocols [$RAMPART_PROTOCOLS], h2_server $H2_SERVER"
 if $rampart_h3; then # show what h1/h2 clients get told (wrk and h2load ignore it)
   altsvc=$(curl -sk -o /dev/null -D - "https://127.0.0.1:$RAMPART_PORT/bench" | tr -d '\r' | grep -i '^alt-svc:' || true)
   say "          h1/h2 responses carry '${altsvc:-no Alt-Svc header}' (wrk and h2load ignore it)"

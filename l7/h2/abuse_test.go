@@ -314,3 +314,20 @@ func TestSmallWindowUpdatesAnsweringData(t *testing.T) {
 		t.Fatalf("abuse %v", a)
 	}
 }
+
+// TestStreamErrorFlood: streams the client makes the server reset, here
+// refused over the stream limit, are bounded like its own resets.
+func TestStreamErrorFlood(t *testing.T) {
+	ts := serve(t, &Server{MaxResetsPerSecond: 20, MaxConcurrentStreams: 1}, http.HandlerFunc(hangHandler))
+	rc := ts.raw(t)
+	rc.handshake()
+	rc.getPath(1, "/hang", true)
+	go func() {
+		for id := uint32(3); id < 4000; id += 2 {
+			if rc.fr.WriteHeaders(headersParam(rc, id, true, base...)) != nil {
+				return
+			}
+		}
+	}()
+	wantAbuse(t, ts, rc, "stream_errors", true)
+}

@@ -74,6 +74,7 @@ type conn struct {
 	maxClientID uint32
 	sawSettings bool
 	resets      bucket
+	streamErrs  bucket
 	pings       bucket
 	settingsB   bucket
 	priorities  bucket
@@ -117,7 +118,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		streams: map[uint32]*stream{}, peerInitWindow: 65535, peerMaxFrame: 16384,
 		sendWindow: 65535, recvWindow: 65535, done: make(chan struct{}),
 		work:   make(chan *stream, cfg.maxStreams),
-		resets: newBucket(cfg.resets), pings: newBucket(cfg.control), settingsB: newBucket(cfg.control),
+		resets: newBucket(cfg.resets), streamErrs: newBucket(cfg.resets), pings: newBucket(cfg.control), settingsB: newBucket(cfg.control),
 		priorities: newBucket(cfg.control), empties: newBucket(cfg.control), windows: newBucket(cfg.control)}
 	parent := s.BaseContext
 	if parent == nil {
@@ -262,9 +263,16 @@ func (c *conn) readFrame() error {
 		if !errors.As(err, &se) {
 			return err
 		}
+		// Streams the client makes the server reset (refused, malformed,
+		// frames on closed streams) cost like resets it sends.
+		if !c.streamErrs.take(time.Now()) {
+			return connError{code: http2.ErrCodeEnhanceYourCalm, reason: "stream_errors", abuse: "stream_errors"}
+		}
 		c.mu.Lock()
 		c.resetLocked(se.id, se.code)
+		err := c.queuedLocked()
 		c.mu.Unlock()
+		return err
 	}
 	return nil
 }
@@ -514,7 +522,7 @@ func (c *conn) giveBackLocked(n int32) {
 // ackConnLocked sends a connection WINDOW_UPDATE once half the window is
 // consumed.
 func (c *conn) ackConnLocked() {
-	if c.recvUnacked >= c.cfg.connWindow/2 || c.recvUnacked >= c.cfg.connWindow-c.recvWindow-c.recvUnacked {
+	if c.recvUnacked >= c.cfg.connWindow/2 {
 		_ = c.fw.WriteWindowUpdate(0, uint32(c.recvUnacked))
 		c.recvWindow += c.recvUnacked
 		c.recvUnacked = 0
@@ -527,7 +535,6 @@ func (c *conn) resetLocked(id uint32, code http2.ErrCode) {
 		return
 	}
 	_ = c.fw.WriteRSTStream(id, code)
-	c.queued++
 	if st := c.streams[id]; st != nil && !st.reset {
 		st.reset = true
 		st.abort(errStreamReset{code: code, local: true})

@@ -50,7 +50,9 @@ type Server struct {
 
 	// MaxResetsPerSecond bounds RST_STREAM frames from a client, sustained
 	// (token bucket, burst of the same size): rapid reset, CVE-2023-44487.
-	// Default 200.
+	// The streams a client makes the server reset (refused over the stream
+	// limit, malformed, frames on closed streams) have a bucket of the
+	// same rate. Default 200.
 	MaxResetsPerSecond int
 	// MaxControlPerSecond bounds, each in its own bucket, PING, SETTINGS,
 	// PRIORITY, empty DATA/HEADERS/CONTINUATION frames and WINDOW_UPDATE
@@ -61,7 +63,7 @@ type Server struct {
 	MaxContinuations int
 
 	// Abuse, when set, is told why a connection was closed for abuse:
-	// resets, continuation, header_block, settings, ping, priority,
+	// resets, stream_errors, continuation, header_block, settings, ping, priority,
 	// empty_frames, window_update, control_queue, zero_window.
 	Abuse func(remote, reason string)
 	// Rejected, when set, is told about every request refused before its

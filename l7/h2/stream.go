@@ -174,6 +174,9 @@ func (st *stream) closeBodyLocked() {
 type requestBody struct{ st *stream }
 
 func (b *requestBody) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	st := b.st
 	c := st.c
 	c.mu.Lock()
