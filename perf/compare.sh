@@ -18,18 +18,22 @@
 # PIN=1 pins every proxy to CPU PROXY_CPU and the load tool and the upstream to LOAD_CPU (taskset).
 # RATES="500 1000 2000" makes every timed run open loop: perf/openload at each offered rate, for each
 # of MODES ("ka new": keep-alive, a new connection per request), latency measured from the due time.
+# H2_VARIANT=1 adds proxy "rampart-h2" to the h2 rounds: the bare rampart with h2_server: rampart
+# (l7/h2) on its listener; H2_SERVER=std|rampart sets h2_server on the other rampart listeners.
 # RUNS_DIR=dir writes dir/runs.tsv (one line per timed run) and each run's raw output for perf/report.
 #
 # Knobs (env): DURATION=10s CONNS=64 STREAMS=10 THREADS=2 ROUNDS=3 PROTO=h1|h2|h3|all CHAIN=0|1
-#              HAPROXY=0|1 PIN=0|1 PROXY_CPU=0 LOAD_CPU=1 RATES= MODES="ka new" RUNS_DIR= OPENLOAD=path
+#              H2_VARIANT=0|1 HAPROXY=0|1 PIN=0|1 PROXY_CPU=0 LOAD_CPU=1 RATES= MODES="ka new" RUNS_DIR= OPENLOAD=path
 #              RAMPART=path H3LOAD=path KEEP=1 RAMPART_PROTOCOLS="h2, http1, h3" H2_SERVER=std|rampart
 #              PORTS: RAMPART_PORT=18443 NGINX_PORT=18444 UPSTREAM_PORT=18081 ADMIN_PORT=19901
 #                     CHAIN_PORT=18445 CHAIN_ADMIN_PORT=19902 (CHAIN=1 only) HAPROXY_PORT=18446
+#                     H2_PORT=18447 H2_ADMIN_PORT=19903 (H2_VARIANT=1 only)
 set -euo pipefail
 
 : "${DURATION:=10s}" "${CONNS:=64}" "${STREAMS:=10}" "${THREADS:=2}" "${ROUNDS:=3}" "${PROTO:=h1}"
 : "${RAMPART_PORT:=18443}" "${NGINX_PORT:=18444}" "${UPSTREAM_PORT:=18081}" "${ADMIN_PORT:=19901}"
 : "${CHAIN:=0}" "${CHAIN_PORT:=18445}" "${CHAIN_ADMIN_PORT:=19902}" "${HAPROXY_PORT:=18446}"
+: "${H2_VARIANT:=0}" "${H2_PORT:=18447}" "${H2_ADMIN_PORT:=19903}"
 : "${PIN:=0}" "${PROXY_CPU:=0}" "${LOAD_CPU:=1}" "${RATES:=}" "${MODES:=ka new}" "${RUNS_DIR:=}"
 if [ -z "${HAPROXY:-}" ]; then if command -v haproxy >/dev/null; then HAPROXY=1; else HAPROXY=0; fi; fi
 # rampart's listener serves h3 in every run, so h1/h2 figures don't depend on PROTO; its h1/h2
@@ -50,6 +54,7 @@ die() { # also marks the report (once there is one) as failed
 case "$PROTO" in h1 | h2 | h3) protos=("$PROTO") ;; all) protos=(h1 h2 h3) ;; *) die "PROTO must be h1, h2, h3 or all, not '$PROTO'" ;; esac
 case "$CHAIN" in 0 | "") chain=false ;; 1) chain=true ;; *) die "CHAIN must be 0 or 1, not '$CHAIN'" ;; esac
 case "$HAPROXY" in 0) haproxy=false ;; 1) haproxy=true ;; *) die "HAPROXY must be 0 or 1, not '$HAPROXY'" ;; esac
+case "$H2_VARIANT" in 0 | "") h2variant=false ;; 1) h2variant=true ;; *) die "H2_VARIANT must be 0 or 1, not '$H2_VARIANT'" ;; esac
 case "$PIN" in 0 | "") pin=false ;; 1) pin=true ;; *) die "PIN must be 0 or 1, not '$PIN'" ;; esac
 open=false rates=() modes=(ka)
 if [ -n "$RATES" ]; then
@@ -94,6 +99,7 @@ tcp_ports=("$RAMPART_PORT" "$NGINX_PORT" "$UPSTREAM_PORT" "$ADMIN_PORT")
 rampart_ports=("$RAMPART_PORT")
 if $chain; then tcp_ports+=("$CHAIN_PORT" "$CHAIN_ADMIN_PORT") rampart_ports+=("$CHAIN_PORT"); fi
 if $haproxy; then tcp_ports+=("$HAPROXY_PORT"); fi
+if $h2variant; then tcp_ports+=("$H2_PORT" "$H2_ADMIN_PORT") rampart_ports+=("$H2_PORT"); fi
 if [ "$(printf '%s\n' "${tcp_ports[@]}" | sort -u | wc -l)" != "${#tcp_ports[@]}" ]; then die "the *_PORT knobs must differ: ${tcp_ports[*]}"; fi
 for p in "${tcp_ports[@]}"; do
   if ss -Htln "sport = :$p" | grep -q .; then die "port 127.0.0.1:$p is in use; free it or set the *_PORT knobs"; fi
@@ -114,7 +120,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   if ((rc != 0)); then # show what the servers said before the evidence is deleted
-    for f in "$work"/bare.log "$work"/chain.log "$work"/haproxy.log "$work"/*/error.log; do
+    for f in "$work"/bare.log "$work"/chain.log "$work"/h2.log "$work"/haproxy.log "$work"/*/error.log; do
       [ -s "$f" ] && { echo "--- tail $f" >&2; tail -n 20 "$f" >&2; }
     done
   fi
@@ -313,7 +319,7 @@ listeners:
   - name: https
     address: 127.0.0.1:$2
     protocols: [$RAMPART_PROTOCOLS]
-    h2_server: $H2_SERVER
+    h2_server: $h2_server
     tls: {certificates: [{cert_file: $work/tls.crt, key_file: $work/tls.key}]}
 clusters:
   - {name: bench, endpoints: [{address: "127.0.0.1:$UPSTREAM_PORT", weight: 1, region: local, zone: local-a}]}
@@ -335,9 +341,19 @@ EOF
   pids+=("$rampart_pid")
   wait_http "http://127.0.0.1:$3/readyz"
 }
+h2_server=$H2_SERVER # the listener's h2_server
 start_rampart bare "$RAMPART_PORT" "$ADMIN_PORT" off # the bare proxy: no policies, no access log
 bare_pid=$rampart_pid
 wait_http "https://127.0.0.1:$RAMPART_PORT/bench"
+
+# H2_VARIANT=1: the bare proxy again, with rampart's own HTTP/2 server (l7/h2) on its listener.
+h2_pid=""
+if $h2variant; then
+  h2_server=rampart
+  start_rampart h2 "$H2_PORT" "$H2_ADMIN_PORT" off
+  h2_pid=$rampart_pid h2_server=$H2_SERVER
+  wait_http "https://127.0.0.1:$H2_PORT/bench"
+fi
 
 # CHAIN=1: the same listener, cluster and route, plus the whole request chain.
 chain_pid="" alog=$work/chain/access.log
@@ -364,11 +380,11 @@ rampart_pid=$bare_pid
 
 # ---- measurement helpers --------------------------------------------------------------------
 hz=$(getconf CLK_TCK)
-proxy_port() { # proxy names: rampart (the bare one), chain (CHAIN=1), haproxy (HAPROXY=1), nginx
-  case $1 in rampart) echo "$RAMPART_PORT" ;; chain) echo "$CHAIN_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; *) echo "$NGINX_PORT" ;; esac
+proxy_port() { # proxy names: rampart (the bare one), chain (CHAIN=1), rampart-h2 (H2_VARIANT=1), haproxy (HAPROXY=1), nginx
+  case $1 in rampart) echo "$RAMPART_PORT" ;; chain) echo "$CHAIN_PORT" ;; rampart-h2) echo "$H2_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; *) echo "$NGINX_PORT" ;; esac
 }
 proxy_pids() { # the processes whose CPU we charge to a proxy: a rampart, haproxy, or nginx master+workers
-  case $1 in rampart) echo "$rampart_pid" ;; chain) echo "$chain_pid" ;; haproxy) echo "$haproxy_pid" ;; *) echo "$nginx_pid" $(pgrep -P "$nginx_pid") ;; esac
+  case $1 in rampart) echo "$rampart_pid" ;; chain) echo "$chain_pid" ;; rampart-h2) echo "$h2_pid" ;; haproxy) echo "$haproxy_pid" ;; *) echo "$nginx_pid" $(pgrep -P "$nginx_pid") ;; esac
 }
 cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
   local t=0 p s f
@@ -385,7 +401,7 @@ busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; } # whole mach
 child_ticks() { local s; s=$(<"/proc/$$/stat"); s=${s##*) }; read -ra s <<<"$s"; echo $((s[13] + s[14])); }
 # Ticks of everything this benchmark runs: the proxies, the upstream, and (via this shell's
 # cutime+cstime) the load tool once reaped. Machine busy time minus this is "other" work.
-bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" $chain_pid $haproxy_pid "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
+bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" $chain_pid $h2_pid $haproxy_pid "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
 upstream_ticks() { cpu_ticks "$upstream_pid" $(pgrep -P "$upstream_pid"); }
 # The load tool's CPU: this shell's reaped children, i.e. the load tool plus a few short helpers
 # (date, the $(...) subshells) that cost well under a tick.
@@ -399,6 +415,7 @@ check_alive() {
   fi
   kill -0 "$nginx_pid" 2>/dev/null || die "nginx proxy died"
   if [ -n "$haproxy_pid" ] && ! kill -0 "$haproxy_pid" 2>/dev/null; then die "haproxy died"; fi
+  if [ -n "$h2_pid" ] && ! kill -0 "$h2_pid" 2>/dev/null; then die "rampart proxy with h2_server rampart died"; fi
   kill -0 "$upstream_pid" 2>/dev/null || die "upstream nginx died"
 }
 load() { # load PROTO PORT DURATION [MODE RATE] — run the protocol's load tool; output on stdout
@@ -532,6 +549,7 @@ say "tls:      rampart :$RAMPART_PORT $(tls_of "$RAMPART_PORT")"
 if $chain; then say "          chain   :$CHAIN_PORT $(tls_of "$CHAIN_PORT")"; fi
 say "          nginx   :$NGINX_PORT $(tls_of "$NGINX_PORT")"
 if $haproxy; then say "          haproxy :$HAPROXY_PORT $(tls_of "$HAPROXY_PORT")"; fi
+if $h2variant; then say "          rampart-h2 :$H2_PORT $(tls_of "$H2_PORT") (h2_server: rampart; h2 rounds only)"; fi
 if $has_h3; then
   say "          rampart :$RAMPART_PORT/udp (HTTP/3) $(h3_of "$RAMPART_PORT")"
   if $chain; then say "          chain   :$CHAIN_PORT/udp (HTTP/3) $(h3_of "$CHAIN_PORT")"; fi
@@ -581,7 +599,7 @@ fi
 say ""
 
 # ---- interleaved rounds, protocol by protocol ---------------------------------------------------
-say "$(printf '%-5s %-5s %-4s %6s %-8s %10s %10s %7s %5s %5s %11s %8s %7s %6s  %s' \
+say "$(printf '%-5s %-5s %-4s %6s %-10s %10s %10s %7s %5s %5s %11s %8s %7s %6s  %s' \
   round proto mode rate proxy requests req/s cpu_s cpu% load% req/cpu_s us/req p99ms other% errors)"
 declare -A eff p99s # eff[proto/mode/rate/proxy] = requests-per-CPU-second per round; p99s: p99 ms
 runs_tsv=""
@@ -594,6 +612,7 @@ read -r udp_rcv0 udp_snd0 < <(udp_errs)
 ck_n=0 ck_ok=0 ck_lines=0 ck_bytes=0 ck_allowed=0 ck_limited=0 ck_authf=0 ck_dropped=0 ck_bad=0
 all_proxies=(rampart)
 if $chain; then all_proxies+=(chain); fi
+if $h2variant; then all_proxies+=(rampart-h2); fi
 all_proxies+=(nginx)
 if $haproxy; then all_proxies+=(haproxy); fi
 points=("ka 0") # closed loop: one point per protocol; open loop: every mode x rate
@@ -602,7 +621,10 @@ if $open; then
   for m in "${modes[@]}"; do for r in "${rates[@]}"; do points+=("$m $r"); done; done
 fi
 for proto in "${protos[@]}"; do
-  proxies=("${all_proxies[@]}")
+  proxies=()
+  for p in "${all_proxies[@]}"; do # rampart-h2 differs from rampart only in HTTP/2
+    if [ "$p" != rampart-h2 ] || [ "$proto" = h2 ]; then proxies+=("$p"); fi
+  done
   if [ "$proto" = h3 ]; then # no HTTP/3 in nginx 1.22 nor in Debian's haproxy 2.6
     proxies=(rampart)
     if $chain; then proxies=(rampart chain); fi
@@ -647,7 +669,7 @@ for proto in "${protos[@]}"; do
           -v hz="$hz" -v w0="$w0" -v w1="$w1" -v e="$errs" -v l=$((l1 - l0)) -v o=$(((m1 - m0) - (b1 - b0))) -v p99="$p99" \
           'BEGIN{c=dt/hz; wall=w1-w0; eff=(c>0? n/c : 0); us=(n>0? c*1e6/n : 0)
                  o=(o>0 ? 100*o/hz/wall : 0)
-                 printf "%-5s %-5s %-4s %6s %-8s %10d %10.0f %7.2f %4.0f%% %4.0f%% %11.0f %8.1f %7s %5.0f%%  %s\n",
+                 printf "%-5s %-5s %-4s %6s %-10s %10d %10.0f %7.2f %4.0f%% %4.0f%% %11.0f %8.1f %7s %5.0f%%  %s\n",
                    r, pr, md, (rt>0 ? rt : "-"), p, n, rps, c, 100*c/wall, 100*l/hz/wall, eff, us, p99, o, e}')
         say "$line"
         eff[$proto/$mode/$rate/$proxy]+="$(awk '{print $11}' <<<"$line") "
@@ -677,7 +699,7 @@ say "cores); if other% is more than a few %, other work competed for the CPUs: r
 say ""
 # every proxy at every point: median req/CPU-s and p99 (open loop) over the rounds; any proxy name
 say "per proxy (median of $ROUNDS rounds; req/cpu_s = requests per proxy CPU-second; p99 in ms, open loop only):"
-say "$(printf '  %-5s %-4s %6s %-8s %11s %8s %8s' proto mode rate proxy req/cpu_s us/req p99ms)"
+say "$(printf '  %-5s %-4s %6s %-10s %11s %8s %8s' proto mode rate proxy req/cpu_s us/req p99ms)"
 for proto in "${protos[@]}"; do
   for point in "${points[@]}"; do
     read -r mode rate <<<"$point"
@@ -687,7 +709,7 @@ for proto in "${protos[@]}"; do
       me=$(median <<<"${eff[$k]}") mp=-
       if $open; then mp=$(tr ' ' '\n' <<<"${p99s[$k]}" | { grep -v '^-$' || true; } | median); fi
       say "$(awk -v pr="$proto" -v md="$mode" -v rt="$rate" -v p="$proxy" -v e="$me" -v q="$mp" 'BEGIN{
-        printf "  %-5s %-4s %6s %-8s %11.0f %8.1f %8s", pr, md, (rt>0 ? rt : "-"), p, e, (e>0 ? 1e6/e : 0), q}')"
+        printf "  %-5s %-4s %6s %-10s %11.0f %8.1f %8s", pr, md, (rt>0 ? rt : "-"), p, e, (e>0 ? 1e6/e : 0), q}')"
     done
   done
 done
@@ -746,7 +768,7 @@ fi
 
 # rampart's own logs (stderr; access lines go elsewhere or nowhere), so anything at WARN/ERROR is
 # worth a look (e.g. the UDP buffer warning for HTTP/3).
-for name in bare chain; do
+for name in bare chain h2; do
   [ -f "$work/$name.log" ] || continue
   warns=$(grep -E '"level":"(WARN|ERROR)"|level=(WARN|ERROR)' "$work/$name.log" || true)
   if [ -n "$warns" ]; then
@@ -756,7 +778,7 @@ for name in bare chain; do
   fi
 done
 {
-  for name in bare chain; do
+  for name in bare chain h2; do
     [ -f "$work/$name.log" ] || continue
     echo; echo "---- rampart log ($name)"; cat "$work/$name.log"
   done

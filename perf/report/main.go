@@ -55,6 +55,7 @@ func parseArgs(args []string, env func(string) string) (options, error) {
 	drills := fs.String("lab-drills", "", "the lab drills, comma-separated (default failover,bad-rollout)")
 	pin := fs.Bool("pin", true, "pin proxies to one CPU and the load generator and upstream to another")
 	haproxy := fs.Bool("haproxy", true, "load haproxy too")
+	h2variant := fs.Bool("h2-variant", true, "load rampart-h2 (h2_server: rampart) in the h2 rounds too")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -70,7 +71,7 @@ func parseArgs(args []string, env func(string) string) (options, error) {
 		return o, fmt.Errorf("-suite %q: want quick or full", *name)
 	}
 	s := &o.suite
-	s.Lab, s.Pin, s.Haproxy = *lab, *pin, *haproxy
+	s.Lab, s.Pin, s.Haproxy, s.H2Variant = *lab, *pin, *haproxy, *h2variant
 	if *sections != "" {
 		s.Sections = strings.Split(*sections, ",")
 		for _, x := range s.Sections {

@@ -51,10 +51,10 @@ func svgOf(p *plot.Plot, w, h vg.Length) (template.HTML, error) {
 
 // proxyColorIndex gives every proxy a fixed colour across plots.
 func proxyColorIndex(name string, names []string) int {
-	if i := proxyOrder(name); i < 4 {
+	if i := proxyOrder(name); i < len(knownProxies) {
 		return i
 	}
-	return 4 + slices.Index(names, name)
+	return len(knownProxies) + slices.Index(names, name)
 }
 
 // modeName spells a mode for a title.

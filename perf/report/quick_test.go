@@ -65,7 +65,10 @@ func TestQuickReport(t *testing.T) {
 	for _, p := range []string{"h1", "h2", "h3"} {
 		for _, m := range []string{"ka", "new"} {
 			proxies := []string{"rampart", "chain", "nginx", "haproxy"}
-			if p == "h3" {
+			switch p {
+			case "h2":
+				proxies = append(proxies, "rampart-h2")
+			case "h3":
 				proxies = proxies[:2]
 			}
 			for _, px := range proxies {

@@ -319,7 +319,10 @@ func modeOrder(m string) int  { return indexOr([]string{"ka", "new"}, m) }
 
 // proxyOrder: the known proxies first; any other variant (a new rampart
 // server, say) after them, by name.
-func proxyOrder(p string) int { return indexOr([]string{"rampart", "chain", "nginx", "haproxy"}, p) }
+func proxyOrder(p string) int { return indexOr(knownProxies, p) }
+
+// knownProxies are the proxies compare.sh runs today, in the report's order.
+var knownProxies = []string{"rampart", "chain", "nginx", "haproxy", "rampart-h2"}
 
 func indexOr(list []string, v string) int {
 	if i := slices.Index(list, v); i >= 0 {

@@ -29,11 +29,13 @@ type Suite struct {
 	Conns     int
 	Pin       bool
 	Haproxy   bool
+	H2Variant bool     // + rampart-h2 in the h2 rounds: the bare proxy with h2_server: rampart
 	XDPBench  string   // -benchtime of BenchmarkXDP
 	Flood     string   // -benchtime of BenchmarkVethFlood
 	Lookup    string   // -benchtime of the route lookups
 	Compile   string   // -benchtime of the route compiles and table memory
 	Count     int      // -count of the go benchmarks
+	RouteMem  bool     // also the route tables' heap (BenchmarkTableMemory20k/300k)
 	Sections  []string // run only these of load, xdp, routes, swap, lab; nil: all
 	Lab       bool     // PERF_LAB=1: lab up, drills, lab down
 	LabDrills []string
@@ -47,8 +49,8 @@ type Suite struct {
 // Quick is make perf-quick: about two minutes on a 2-core box.
 func Quick() Suite {
 	return Suite{Name: "quick", Protos: []string{"h1", "h2", "h3"}, Modes: []string{"ka", "new"},
-		Rates: []float64{200, 800}, Rounds: 1, Duration: "1s", Warmup: "500ms", Conns: 16, Pin: true, Haproxy: true,
-		XDPBench: "1000000x", Flood: "300ms", Lookup: "100000x", Compile: "1x", Count: 1,
+		Rates: []float64{100, 300}, Rounds: 1, Duration: "1s", Warmup: "300ms", Conns: 16, Pin: true, Haproxy: true, H2Variant: true,
+		XDPBench: "500000x", Flood: "300ms", Lookup: "100000x", Compile: "1x", Count: 1,
 		LabDrills: []string{"failover", "bad-rollout"},
 		Target:    50, Headroom: 0.30, TotalRPS: 500_000, Regions: 3, Lost: 1}
 }
@@ -57,7 +59,7 @@ func Quick() Suite {
 func Full() Suite {
 	s := Quick()
 	s.Name, s.Rates, s.Rounds, s.Duration, s.Warmup, s.Conns = "full", []float64{500, 1000, 2000, 4000}, 3, "5s", "2s", 64
-	s.XDPBench, s.Flood, s.Lookup, s.Compile, s.Count = "4000000x", "1s", "1s", "3x", 3
+	s.XDPBench, s.Flood, s.Lookup, s.Compile, s.Count, s.RouteMem = "4000000x", "1s", "1s", "3x", 3, true
 	return s
 }
 
@@ -177,8 +179,12 @@ func compareEnv(s Suite, runsDir string) []string {
 	if s.Haproxy {
 		hap = "1"
 	}
+	h2 := "0"
+	if s.H2Variant {
+		h2 = "1"
+	}
 	return []string{
-		"PROTO=" + strings.Join(s.Protos, ","), "CHAIN=1", "HAPROXY=" + hap, "PIN=" + pin,
+		"PROTO=" + strings.Join(s.Protos, ","), "CHAIN=1", "HAPROXY=" + hap, "H2_VARIANT=" + h2, "PIN=" + pin,
 		"RATES=" + strings.Join(fmtRates(s.Rates), " "), "MODES=" + strings.Join(s.Modes, " "),
 		"ROUNDS=" + strconv.Itoa(s.Rounds), "DURATION=" + s.Duration, "WARMUP=" + s.Warmup,
 		"CONNS=" + strconv.Itoa(s.Conns), "RUNS_DIR=" + runsDir,
@@ -340,7 +346,11 @@ var routeBenches = map[string]struct {
 
 func (r *Runner) routes(ctx context.Context, s Suite) RouteSect {
 	lookup := r.benchArgs("./l7/route/", "^Benchmark(Lookup|Lookup300k)$", s.Lookup, s.Count)
-	compile := r.benchArgs("./l7/route/", "^Benchmark(NewTable|TableMemory)(20k|300k)$", s.Compile, s.Count)
+	pattern := "^BenchmarkNewTable(20k|300k)$"
+	if s.RouteMem {
+		pattern = "^Benchmark(NewTable|TableMemory)(20k|300k)$"
+	}
+	compile := r.benchArgs("./l7/route/", pattern, s.Compile, s.Count)
 	sec := RouteSect{Command: "go " + strings.Join(lookup, " ") + "; go " + strings.Join(compile, " ")}
 	var all []Bench
 	var runErrs, parseErrs []error

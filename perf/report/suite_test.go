@@ -84,7 +84,7 @@ func (f *fake) run(_ context.Context, dir string, env []string, name string, arg
 		return floodOut, nil
 	case strings.Contains(a, "Lookup|Lookup300k"):
 		return lookupOut, nil
-	case strings.Contains(a, "NewTable|TableMemory"):
+	case strings.Contains(a, "NewTable"):
 		return compileOut, nil
 	case strings.Contains(a, "TestSnapshotSwapUnderLoad"):
 		return swapOut, nil
@@ -107,7 +107,7 @@ func TestExecuteAllSections(t *testing.T) {
 	}}
 	r := fakeRunner(t, f)
 	s := Quick()
-	s.Lab = true
+	s.Lab, s.RouteMem = true, true
 	res := r.Execute(context.Background(), s)
 	for name, st := range map[string]string{"load": res.Load.Status, "xdp": res.XDP.Status, "flood": res.XDP.FloodStatus,
 		"routes": res.Routes.Status, "swap": res.Swap.Status, "lab": res.Lab.Status, "capacity": res.Capacity.Status} {
@@ -224,7 +224,7 @@ func TestExecuteSelectedSections(t *testing.T) {
 
 func TestCompareEnv(t *testing.T) {
 	env := strings.Join(compareEnv(Quick(), "/x/runs"), " ")
-	for _, want := range []string{"CHAIN=1", "HAPROXY=1", "RATES=200 800", "MODES=ka new", "ROUNDS=1", "DURATION=1s", "RUNS_DIR=/x/runs"} {
+	for _, want := range []string{"CHAIN=1", "HAPROXY=1", "H2_VARIANT=1", "RATES=100 300", "MODES=ka new", "ROUNDS=1", "DURATION=1s", "RUNS_DIR=/x/runs"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("env %q lacks %q", env, want)
 		}
