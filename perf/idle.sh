@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# perf/idle.sh — memory per idle keep-alive connection: proxy RSS growth with N idle TLS
+# connections (one request each, then idle), HTTP/1.1 and HTTP/2, rampart vs nginx vs haproxy.
+#
+# Each measurement starts the proxy afresh (RSS never shrinks back, so a second run on one
+# process would read low), opens N connections with perf/idleconns, waits, and reads VmRSS of
+# the proxy's processes. nginx runs 1 worker; haproxy 1 thread; rampart as configured.
+#
+# Knobs: N=10000 SETTLE=3s PROTOS="h1 h2" PROXIES="rampart nginx haproxy" RAMPART=path KEEP=1
+#        RAMPART_H2=std|rampart (the snapshot's h2 server, when the proxy has the switch)
+set -euo pipefail
+: "${N:=10000}" "${SETTLE:=3s}" "${PROTOS:=h1 h2}" "${PROXIES:=rampart nginx haproxy}"
+PORT=18743 UP=18781 AP=19971
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+die() { echo "idle.sh: $*" >&2; exit 1; }
+for t in nginx haproxy openssl curl; do command -v $t >/dev/null || die "missing $t (hack/deps.sh perf)"; done
+ulimit -n "$(ulimit -Hn)" # each process (client, proxy) needs N descriptors and some
+[ "$(ulimit -n)" = unlimited ] || [ "$(ulimit -n)" -gt $((N + 1000)) ] || die "open-file limit $(ulimit -n) is too low for N=$N (raise the hard limit)"
+for p in $PORT $UP $AP; do ss -Htln "sport = :$p" | grep -q . && die "port $p is in use"; done
+work=$(mktemp -d /tmp/rampart-idle.XXXXXX); chmod 755 "$work"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"; }
+trap cleanup EXIT
+if [ -z "${RAMPART:-}" ]; then RAMPART=$work/rampart; (cd "$root" && go build -o "$RAMPART" ./cmd/rampart) || die "go build"; fi
+(cd "$root" && go build -o "$work/idleconns" ./perf/idleconns) || die "go build ./perf/idleconns"
+cd "$work"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout tls.key -out tls.crt 2>/dev/null
+chmod 644 tls.key; cat tls.crt tls.key >haproxy.pem
+wait_ok() { for _ in $(seq 100); do [ "$(curl -sk -o /dev/null -w '%{http_code}' "$1")" = 200 ] && return 0; sleep 0.1; done; die "$1 not answering"; }
+nginx_conf() { mkdir -p "$work/$1"; printf 'daemon off;\npid %s/nginx.pid;\nerror_log %s/error.log warn;\nworker_rlimit_nofile %s;\n%s\n' "$work/$1" "$work/$1" "$(ulimit -n)" "$2" >"$work/$1/nginx.conf"; }
+nginx_conf up "worker_processes 1; events {} http { access_log off; server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } } }"
+nginx -p "$work/up/" -c "$work/up/nginx.conf" -e "$work/up/error.log" & pids+=($!)
+wait_ok "http://127.0.0.1:$UP/"
+h2_listen=http2
+nginx_conf np "worker_processes 1; events { worker_connections 19500; } http { access_log off; keepalive_timeout 600s; keepalive_requests 1000000;
+  upstream b { server 127.0.0.1:$UP; keepalive 16; }
+  server { listen 127.0.0.1:$PORT ssl $h2_listen; ssl_certificate $work/tls.crt; ssl_certificate_key $work/tls.key;
+    location / { proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection \"\"; } } }"
+cat >haproxy.cfg <<CFG
+global
+  nbthread 1
+  maxconn 19500
+defaults
+  mode http
+  maxconn 19500
+  timeout connect 5s
+  timeout client 10m
+  timeout server 30s
+  timeout http-keep-alive 10m
+frontend f
+  bind 127.0.0.1:$PORT ssl crt $work/haproxy.pem alpn h2,http/1.1
+  default_backend b
+backend b
+  http-reuse always
+  server u 127.0.0.1:$UP
+CFG
+"$RAMPART" keygen -out snap >/dev/null
+h2_server=""
+[ -n "${RAMPART_H2:-}" ] && h2_server="h2_server: $RAMPART_H2"
+mkdir -p r/snapshots
+cat >r/rampart.yaml <<CFG
+version: {epoch: 1, sequence: 1}
+listeners:
+  - {name: https, address: "127.0.0.1:$PORT", protocols: [h2, http1], idle_timeout_ms: 600000, max_connections: 19500,
+     $h2_server
+     tls: {certificates: [{cert_file: $work/tls.crt, key_file: $work/tls.key}]}}
+clusters:
+  - {name: up, endpoints: [{address: "127.0.0.1:$UP", weight: 1}]}
+routes:
+  - {id: root, host: "*", methods: [GET], path_template: "/", upstream_cluster: up, timeout_ms: 5000}
+CFG
+"$RAMPART" snapshot build -config r/rampart.yaml -key snap.key -out r/snapshots/1.snap >/dev/null || die "snapshot build"
+start() { # start PROXY -> sets ppids (the processes whose RSS counts)
+  case $1 in
+    nginx) nginx -p "$work/np/" -c "$work/np/nginx.conf" -e "$work/np/error.log" & proxy_pid=$! ;;
+    haproxy) haproxy -db -f haproxy.cfg >haproxy.log 2>&1 & proxy_pid=$! ;;
+    rampart) rm -rf r/state; mkdir -p r/state
+      "$RAMPART" proxy -snapshot-dir r/snapshots -state-dir r/state -public-key snap.pub -admin 127.0.0.1:$AP -access-log off >rampart.log 2>&1 &
+      proxy_pid=$! ;;
+  esac
+  pids+=($proxy_pid)
+  wait_ok "https://127.0.0.1:$PORT/"
+  ppids=$proxy_pid
+  if [ "$1" = nginx ]; then ppids="$proxy_pid,$(pgrep -P $proxy_pid | paste -sd,)"; fi
+}
+stop() { kill "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true; for _ in $(seq 50); do ss -Htln "sport = :$PORT" | grep -q . || return 0; sleep 0.1; done; }
+echo "# perf/idle.sh $(date -u +%FT%TZ) N=$N; $(nginx -v 2>&1 | sed 's/.*: //'), haproxy $(haproxy -v | awk 'NR==1{print $3}'), rampart $(git -C "$root" rev-parse --short HEAD)${RAMPART_H2:+ h2_server=$RAMPART_H2}"
+printf '%-6s %-8s %8s %14s %14s %12s\n' proto proxy conns rss_before_kB rss_after_kB per_conn_B
+declare -A per
+for proto in $PROTOS; do
+  for px in $PROXIES; do
+    start $px
+    out=$("$work/idleconns" -addr 127.0.0.1:$PORT -n "$N" -proto $proto -pid "$ppids" -settle "$SETTLE") || { echo "$out" >&2; die "idleconns against $px ($proto) failed"; }
+    v() { awk -v k="$1:" '$1==k{print $2}' <<<"$out"; }
+    per[$proto.$px]=$(v rss_per_conn_bytes)
+    printf '%-6s %-8s %8s %14s %14s %12s\n' $proto $px "$(v connections)" $(($(v rss_before_bytes) / 1024)) $(($(v rss_after_bytes) / 1024)) "${per[$proto.$px]}"
+    stop
+  done
+done
+echo "# per idle connection (bytes of proxy RSS); rampart / nginx, the issue's bound is 2"
+for proto in $PROTOS; do
+  [ -n "${per[$proto.rampart]:-}" ] && [ -n "${per[$proto.nginx]:-}" ] &&
+    echo "$proto: rampart ${per[$proto.rampart]} nginx ${per[$proto.nginx]} haproxy ${per[$proto.haproxy]:-?} ratio $(awk -v a=${per[$proto.rampart]} -v b=${per[$proto.nginx]} 'BEGIN{printf "%.2f", a/b}')"
+done
