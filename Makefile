@@ -56,7 +56,7 @@ fuzz:
 bench:
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem $(PKGS)
 
-## perf: the perf lab report, full suite (~25 min): perf/out/report.html and perf/out/results.json
+## perf: the perf lab report, full suite (~30 min): perf/out/report.html and perf/out/results.json
 ## (perf/README.md); installs nginx, haproxy, wrk, h2load. PERF_LAB=1 adds the lab drills (root).
 perf:
 	hack/deps.sh perf

@@ -17,13 +17,14 @@
 # HAPROXY=1 (default: when haproxy is installed) adds haproxy as one more proxy (h1, h2).
 # PIN=1 pins every proxy to CPU PROXY_CPU and the load tool and the upstream to LOAD_CPU (taskset).
 # RATES="500 1000 2000" makes every timed run open loop: perf/openload at each offered rate, for each
-# of MODES ("ka new": keep-alive, a new connection per request), latency measured from the due time.
+# of MODES ("ka new": keep-alive, a new connection per request), latency measured from the due time;
+# NEW_RATES (default: RATES) are the rates of the "new" mode (a handshake per request costs more).
 # H2_VARIANT=1 adds proxy "rampart-h2" to the h2 rounds: the bare rampart with h2_server: rampart
 # (l7/h2) on its listener; H2_SERVER=std|rampart sets h2_server on the other rampart listeners.
 # RUNS_DIR=dir writes dir/runs.tsv (one line per timed run) and each run's raw output for perf/report.
 #
 # Knobs (env): DURATION=10s CONNS=64 STREAMS=10 THREADS=2 ROUNDS=3 PROTO=h1|h2|h3|all CHAIN=0|1
-#              H2_VARIANT=0|1 HAPROXY=0|1 PIN=0|1 PROXY_CPU=0 LOAD_CPU=1 RATES= MODES="ka new" RUNS_DIR= OPENLOAD=path
+#              H2_VARIANT=0|1 HAPROXY=0|1 PIN=0|1 PROXY_CPU=0 LOAD_CPU=1 RATES= NEW_RATES= MODES="ka new" RUNS_DIR= OPENLOAD=path
 #              RAMPART=path H3LOAD=path KEEP=1 RAMPART_PROTOCOLS="h2, http1, h3" H2_SERVER=std|rampart
 #              PORTS: RAMPART_PORT=18443 NGINX_PORT=18444 UPSTREAM_PORT=18081 ADMIN_PORT=19901
 #                     CHAIN_PORT=18445 CHAIN_ADMIN_PORT=19902 (CHAIN=1 only) HAPROXY_PORT=18446
@@ -34,7 +35,7 @@ set -euo pipefail
 : "${RAMPART_PORT:=18443}" "${NGINX_PORT:=18444}" "${UPSTREAM_PORT:=18081}" "${ADMIN_PORT:=19901}"
 : "${CHAIN:=0}" "${CHAIN_PORT:=18445}" "${CHAIN_ADMIN_PORT:=19902}" "${HAPROXY_PORT:=18446}"
 : "${H2_VARIANT:=0}" "${H2_PORT:=18447}" "${H2_ADMIN_PORT:=19903}"
-: "${PIN:=0}" "${PROXY_CPU:=0}" "${LOAD_CPU:=1}" "${RATES:=}" "${MODES:=ka new}" "${RUNS_DIR:=}"
+: "${PIN:=0}" "${PROXY_CPU:=0}" "${LOAD_CPU:=1}" "${RATES:=}" "${MODES:=ka new}" "${RUNS_DIR:=}" "${NEW_RATES:=$RATES}"
 if [ -z "${HAPROXY:-}" ]; then if command -v haproxy >/dev/null; then HAPROXY=1; else HAPROXY=0; fi; fi
 # rampart's listener serves h3 in every run, so h1/h2 figures don't depend on PROTO; its h1/h2
 # responses then carry an Alt-Svc header, which wrk and h2load ignore. Drop h3 here to compare.
@@ -61,7 +62,9 @@ if [ -n "$RATES" ]; then
   open=true
   read -ra rates <<<"${RATES//,/ }"
   read -ra modes <<<"${MODES//,/ }"
+  read -ra new_rates <<<"${NEW_RATES//,/ }"
   for r in "${rates[@]}"; do [[ $r =~ ^[0-9]+$ ]] && ((r > 0)) || die "RATES: '$r' is not a positive whole number of req/s"; done
+  for r in "${new_rates[@]}"; do [[ $r =~ ^[0-9]+$ ]] && ((r > 0)) || die "NEW_RATES: '$r' is not a positive whole number of req/s"; done
   ((${#modes[@]})) || die "MODES is empty: want ka, new or both"
   for m in "${modes[@]}"; do case $m in ka | new) ;; *) die "MODES: '$m' is not ka or new" ;; esac; done
 fi
@@ -434,7 +437,7 @@ load() { # load PROTO PORT DURATION [MODE RATE] — run the protocol's load tool
 }
 load_desc() { # load_desc PROTO — the load command, for the report (CHAIN=1: plus -H, see the header)
   if $open; then
-    echo "openload -proto $1 -c$CONNS -d$DURATION -rate R, R in ${rates[*]}, modes ${modes[*]}"
+    echo "openload -proto $1 -c$CONNS -d$DURATION -rate R, R in ${rates[*]} (ka), ${new_rates[*]} (new); modes ${modes[*]}"
     return
   fi
   case $1 in
@@ -529,7 +532,7 @@ if $pin; then
 else
   say "pinning:  none (PIN=0): proxies, load tool and upstream share all $(nproc) CPUs"
 fi
-if $open; then say "open loop: RATES=${rates[*]} req/s offered, MODES=${modes[*]} (ka: keep-alive, new: a new connection per request)"; fi
+if $open; then say "open loop: RATES=${rates[*]} req/s offered (NEW_RATES=${new_rates[*]} for new), MODES=${modes[*]} (ka: keep-alive, new: a new connection per request)"; fi
 say "load:     PROTO=$PROTO CHAIN=$CHAIN HAPROXY=$HAPROXY rounds=$ROUNDS duration=$DURATION warm-up=$WARMUP, per protocol:"
 for proto in "${protos[@]}"; do say "          $proto: $(load_desc "$proto")"; done
 if $chain; then
@@ -618,7 +621,9 @@ if $haproxy; then all_proxies+=(haproxy); fi
 points=("ka 0") # closed loop: one point per protocol; open loop: every mode x rate
 if $open; then
   points=()
-  for m in "${modes[@]}"; do for r in "${rates[@]}"; do points+=("$m $r"); done; done
+  for m in "${modes[@]}"; do
+    if [ "$m" = new ]; then for r in "${new_rates[@]}"; do points+=("$m $r"); done; else for r in "${rates[@]}"; do points+=("$m $r"); done; fi
+  done
 fi
 for proto in "${protos[@]}"; do
   proxies=()

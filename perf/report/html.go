@@ -75,7 +75,7 @@ figure { display: inline-block; margin: .5em 1em .5em 0; }
 <h1>rampart perf report</h1>
 <p id="meta">suite <b>{{.R.Suite}}</b>, {{.R.Generated}}, commit <code>{{.R.Commit}}</code>, {{.R.Host}}.
 Schema <code>{{.R.Schema}}</code> (results.json next to this file).
-Load: protocols {{join .R.Config.Protos ", "}}, modes {{join .R.Config.Modes ", "}}, offered rates {{join (rates .R.Config.Rates) ", "}} req/s,
+Load: protocols {{join .R.Config.Protos ", "}}, modes {{join .R.Config.Modes ", "}}, offered rates {{join (rates .R.Config.Rates) ", "}} req/s (new connections: {{join (rates .R.Config.NewRates) ", "}}),
 {{.R.Config.Rounds}} interleaved round(s) of {{.R.Config.Duration}}, {{if .R.Config.Pin}}proxies pinned to one CPU, load generator and upstream to another{{else}}not pinned{{end}}.
 Figures: medians over the rounds, the min–max of the rounds in brackets.{{if .Quick}} <b>Quick suite</b>: one short round per point; the numbers are for the report's shape, not for decisions.{{end}}</p>
 

@@ -40,7 +40,8 @@ func parseArgs(args []string, env func(string) string) (options, error) {
 	fs.StringVar(&o.root, "root", ".", "repository root")
 	fs.StringVar(&o.runs, "runs", "", "only read this runs.tsv (a compare.sh RUNS_DIR) instead of running the suite")
 	fs.StringVar(&o.baseline, "baseline", "", "previous results.json to compare with (default: OUT/results.json when present)")
-	rates := fs.String("rates", "", "offered open-loop rates, req/s, comma-separated (default: the suite's)")
+	rates := fs.String("rates", "", "offered open-loop rates (keep-alive), req/s, comma-separated (default: the suite's)")
+	newRates := fs.String("new-rates", "", "the same for a new connection per request (default: the suite's)")
 	modes := fs.String("modes", "", "ka, new or ka,new (default: the suite's)")
 	protos := fs.String("protos", "", "h1, h2, h3: one or all three (default: the suite's)")
 	rounds := fs.Int("rounds", 0, "interleaved rounds (default: the suite's)")
@@ -88,14 +89,21 @@ func parseArgs(args []string, env func(string) string) (options, error) {
 			}
 		}
 	}
-	if *rates != "" {
-		s.Rates = nil
-		for _, f := range strings.Split(*rates, ",") {
+	for _, rf := range []struct {
+		name string
+		v    string
+		dst  *[]float64
+	}{{"-rates", *rates, &s.Rates}, {"-new-rates", *newRates, &s.NewRates}} {
+		if rf.v == "" {
+			continue
+		}
+		*rf.dst = nil
+		for _, f := range strings.Split(rf.v, ",") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 			if err != nil || !(v >= 1 && v <= 1e6) || v != float64(int64(v)) {
-				return o, fmt.Errorf("-rates: %q is not a whole number of req/s in 1..1000000", f)
+				return o, fmt.Errorf("%s: %q is not a whole number of req/s in 1..1000000", rf.name, f)
 			}
-			s.Rates = append(s.Rates, v)
+			*rf.dst = append(*rf.dst, v)
 		}
 	}
 	if *modes != "" {
@@ -194,7 +202,7 @@ func fromRuns(path string, s Suite) Results {
 	rs, err := ReadRuns(path)
 	res := Results{Schema: SchemaVersion, Generated: time.Now().UTC().Format(time.RFC3339), Suite: s.Name,
 		Commit: "unknown (read from a runs file)", Host: "unknown (read from a runs file)"}
-	res.Config = Config{Protos: s.Protos, Modes: s.Modes, Rates: s.Rates, Rounds: s.Rounds, Duration: s.Duration,
+	res.Config = Config{Protos: s.Protos, Modes: s.Modes, Rates: s.Rates, NewRates: s.NewRates, Rounds: s.Rounds, Duration: s.Duration,
 		Pin: s.Pin, TargetP99ms: s.Target, Headroom: s.Headroom, TotalRPS: s.TotalRPS, Regions: s.Regions, RegionsLost: s.Lost}
 	res.Load = LoadSection{Status: statusOK, Series: Aggregate(rs), Runs: rs, Command: "runs file " + path}
 	if err != nil {

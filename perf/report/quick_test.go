@@ -77,7 +77,7 @@ func TestQuickReport(t *testing.T) {
 		}
 	}
 	checkReport(t, out, series)
-	if n, want := len(res.Load.Series), len(series)*len(o.suite.Rates); n != want {
+	if n, want := len(res.Load.Series), len(series)*len(o.suite.Rates); n != want { // quick: as many new rates as ka rates
 		t.Errorf("%d load series, want %d", n, want)
 	}
 	seen := map[string]bool{}

@@ -41,7 +41,8 @@ type Results struct {
 type Config struct {
 	Protos      []string  `json:"protos"`
 	Modes       []string  `json:"modes"`
-	Rates       []float64 `json:"rates"`
+	Rates       []float64 `json:"rates"`     // keep-alive
+	NewRates    []float64 `json:"new_rates"` // a new connection per request
 	Rounds      int       `json:"rounds"`
 	Duration    string    `json:"duration"`
 	Pin         bool      `json:"pin"`

@@ -22,7 +22,8 @@ type Suite struct {
 	Name      string    // "quick" or "full"
 	Protos    []string  // h1, h2, h3
 	Modes     []string  // ka, new
-	Rates     []float64 // offered open-loop req/s
+	Rates     []float64 // offered open-loop req/s (keep-alive)
+	NewRates  []float64 // the same for a new connection per request
 	Rounds    int
 	Duration  string // each timed load run, e.g. "5s"
 	Warmup    string // each proxy's warm-up per protocol
@@ -49,16 +50,17 @@ type Suite struct {
 // Quick is make perf-quick: about two minutes on a 2-core box.
 func Quick() Suite {
 	return Suite{Name: "quick", Protos: []string{"h1", "h2", "h3"}, Modes: []string{"ka", "new"},
-		Rates: []float64{100, 300}, Rounds: 1, Duration: "1s", Warmup: "300ms", Conns: 16, Pin: true, Haproxy: true, H2Variant: true,
+		Rates: []float64{100, 300}, NewRates: []float64{100, 300}, Rounds: 1, Duration: "1s", Warmup: "300ms", Conns: 16, Pin: true, Haproxy: true, H2Variant: true,
 		XDPBench: "500000x", Flood: "300ms", Lookup: "100000x", Compile: "1x", Count: 1,
 		LabDrills: []string{"failover", "bad-rollout"},
 		Target:    50, Headroom: 0.30, TotalRPS: 500_000, Regions: 3, Lost: 1}
 }
 
-// Full is make perf: interleaved rounds at four rates (~25 minutes).
+// Full is make perf: three interleaved rounds at four rates per mode (~30 minutes).
 func Full() Suite {
 	s := Quick()
-	s.Name, s.Rates, s.Rounds, s.Duration, s.Warmup, s.Conns = "full", []float64{500, 1000, 2000, 4000}, 3, "5s", "2s", 64
+	s.Name, s.Rates, s.NewRates = "full", []float64{500, 1000, 2000, 4000}, []float64{100, 200, 400, 800}
+	s.Rounds, s.Duration, s.Warmup, s.Conns = 3, "5s", "2s", 64
 	s.XDPBench, s.Flood, s.Lookup, s.Compile, s.Count, s.RouteMem = "4000000x", "1s", "1s", "3x", 3, true
 	return s
 }
@@ -120,7 +122,7 @@ func (r *Runner) Execute(ctx context.Context, s Suite) Results {
 	res.Commit = strings.TrimSpace(r.try(ctx, "git", "describe", "--always", "--dirty"))
 	host, _ := os.Hostname()
 	res.Host = fmt.Sprintf("%s, %s/%s, %d CPUs", host, runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-	res.Config = Config{Protos: s.Protos, Modes: s.Modes, Rates: s.Rates, Rounds: s.Rounds, Duration: s.Duration,
+	res.Config = Config{Protos: s.Protos, Modes: s.Modes, Rates: s.Rates, NewRates: s.NewRates, Rounds: s.Rounds, Duration: s.Duration,
 		Pin: s.Pin, TargetP99ms: s.Target, Headroom: s.Headroom, TotalRPS: s.TotalRPS, Regions: s.Regions, RegionsLost: s.Lost}
 	start := time.Now()
 	res.Took = map[string]float64{}
@@ -185,7 +187,7 @@ func compareEnv(s Suite, runsDir string) []string {
 	}
 	return []string{
 		"PROTO=" + strings.Join(s.Protos, ","), "CHAIN=1", "HAPROXY=" + hap, "H2_VARIANT=" + h2, "PIN=" + pin,
-		"RATES=" + strings.Join(fmtRates(s.Rates), " "), "MODES=" + strings.Join(s.Modes, " "),
+		"RATES=" + strings.Join(fmtRates(s.Rates), " "), "NEW_RATES=" + strings.Join(fmtRates(s.NewRates), " "), "MODES=" + strings.Join(s.Modes, " "),
 		"ROUNDS=" + strconv.Itoa(s.Rounds), "DURATION=" + s.Duration, "WARMUP=" + s.Warmup,
 		"CONNS=" + strconv.Itoa(s.Conns), "RUNS_DIR=" + runsDir,
 	}

@@ -224,7 +224,7 @@ func TestExecuteSelectedSections(t *testing.T) {
 
 func TestCompareEnv(t *testing.T) {
 	env := strings.Join(compareEnv(Quick(), "/x/runs"), " ")
-	for _, want := range []string{"CHAIN=1", "HAPROXY=1", "H2_VARIANT=1", "RATES=100 300", "MODES=ka new", "ROUNDS=1", "DURATION=1s", "RUNS_DIR=/x/runs"} {
+	for _, want := range []string{"CHAIN=1", "HAPROXY=1", "H2_VARIANT=1", "RATES=100 300", "NEW_RATES=100 300", "MODES=ka new", "ROUNDS=1", "DURATION=1s", "RUNS_DIR=/x/runs"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("env %q lacks %q", env, want)
 		}
@@ -244,7 +244,7 @@ func TestParseArgs(t *testing.T) {
 		t.Fatalf("%+v %v", o.suite, err)
 	}
 	for _, bad := range [][]string{
-		{"-suite", "slow"}, {"-rates", "0"}, {"-rates", "1.5"}, {"-rates", "a"}, {"-modes", "keep"}, {"-protos", "h4"},
+		{"-suite", "slow"}, {"-rates", "0"}, {"-new-rates", "x"}, {"-rates", "1.5"}, {"-rates", "a"}, {"-modes", "keep"}, {"-protos", "h4"},
 		{"-protos", "h1,h3"}, {"-rounds", "-1"}, {"-duration", "1ms"}, {"-p99-target", "-3"}, {"-headroom", "1"},
 		{"-regions", "1", "-regions-lost", "1"}, {"extra"}, {"-sections", "load,cpu"}, {"-lab-drills", "a/b"},
 	} {
