@@ -222,8 +222,12 @@ func compareSection(res *Results, base *Results, path string, err error) CmpSect
 	case err != nil:
 		return CmpSection{Status: failed(err), Baseline: path}
 	}
-	return CmpSection{Status: statusOK, Baseline: path + " (" + base.Generated + ", " + base.Commit + ")",
+	c := CmpSection{Status: statusOK, Baseline: path + " (" + base.Generated + ", " + base.Commit + ", suite " + base.Suite + ")",
 		Rows: CompareWith(base.Figures(), res.Figures())}
+	if base.Suite != res.Suite {
+		c.Status = fmt.Sprintf("ok, but the baseline is the %s suite and this the %s one: fewer figures match, and those ran shorter or longer", base.Suite, res.Suite)
+	}
+	return c
 }
 
 // write stores results.json and report.html.

@@ -420,6 +420,17 @@ func TestBuildFromRunsAndBaseline(t *testing.T) {
 	if res.Compare.Status != statusOK || len(res.Compare.Rows) == 0 {
 		t.Fatalf("second: %+v", res.Compare)
 	}
+	// a baseline of another suite is compared, with a warning
+	old := *res
+	old.Suite = "full"
+	b, _ := json.Marshal(old)
+	other := filepath.Join(out, "full.json")
+	_ = os.WriteFile(other, b, 0o644)
+	o2 := o
+	o2.baseline = other
+	if r2, err := build(context.Background(), o2, nil); err != nil || !strings.Contains(r2.Compare.Status, "the baseline is the full suite") || len(r2.Compare.Rows) == 0 {
+		t.Fatalf("other suite: %+v %v", r2.Compare, err)
+	}
 	// a baseline of another schema is refused, and said so
 	bad := filepath.Join(out, "old.json")
 	_ = os.WriteFile(bad, []byte(`{"schema":"rampart-perf-results/0"}`), 0o644)
