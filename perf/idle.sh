@@ -2,7 +2,8 @@
 # perf/idle.sh — memory per idle keep-alive connection: proxy RSS growth with N idle TLS
 # connections (one request each, then idle), HTTP/1.1 and HTTP/2, rampart vs nginx vs haproxy.
 #
-# Each measurement starts the proxy afresh (RSS never shrinks back, so a second run on one
+# haproxy counts two descriptors per connection (client and server side), so N is at most
+# (open-file hard limit - 500) / 2 here. Each measurement starts the proxy afresh (RSS never shrinks back, so a second run on one
 # process would read low), opens N connections with perf/idleconns, waits, and reads VmRSS of
 # the proxy's processes. nginx runs 1 worker; haproxy 1 thread; rampart as configured.
 #
@@ -15,7 +16,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "idle.sh: $*" >&2; exit 1; }
 for t in nginx haproxy openssl curl; do command -v $t >/dev/null || die "missing $t (hack/deps.sh perf)"; done
 ulimit -n "$(ulimit -Hn)" # each process (client, proxy) needs N descriptors and some
-[ "$(ulimit -n)" = unlimited ] || [ "$(ulimit -n)" -gt $((N + 1000)) ] || die "open-file limit $(ulimit -n) is too low for N=$N (raise the hard limit)"
+lim=$(ulimit -n); [ "$lim" = unlimited ] && lim=1048576
+[ "$lim" -gt $((N + 500)) ] || die "open-file limit $lim is too low for N=$N (raise the hard limit)"
+if [[ " $PROXIES " == *" haproxy "* ]] && [ "$lim" -le $((2 * N + 500)) ]; then
+  echo "# haproxy left out: it needs 2 descriptors per connection, $((2 * N + 500)) > the limit $lim" >&2
+  PROXIES=${PROXIES//haproxy/}
+fi
 for p in $PORT $UP $AP; do ss -Htln "sport = :$p" | grep -q . && die "port $p is in use"; done
 work=$(mktemp -d /tmp/rampart-idle.XXXXXX); chmod 755 "$work"
 pids=()
@@ -40,10 +46,10 @@ nginx_conf np "worker_processes 1; events { worker_connections 19500; } http { a
 cat >haproxy.cfg <<CFG
 global
   nbthread 1
-  maxconn 19500
+  maxconn $((lim / 2 - 200))
 defaults
   mode http
-  maxconn 19500
+  maxconn $((lim / 2 - 200))
   timeout connect 5s
   timeout client 10m
   timeout server 30s
@@ -57,7 +63,7 @@ backend b
 CFG
 "$RAMPART" keygen -out snap >/dev/null
 h2_server=""
-[ -n "${RAMPART_H2:-}" ] && h2_server="h2_server: $RAMPART_H2"
+[ -n "${RAMPART_H2:-}" ] && h2_server="h2_server: $RAMPART_H2,"
 mkdir -p r/snapshots
 cat >r/rampart.yaml <<CFG
 version: {epoch: 1, sequence: 1}
