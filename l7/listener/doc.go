@@ -5,10 +5,12 @@
 //   - TLS with certificates picked by SNI (Certs: exact name, then the
 //     wildcard of the first label, then the first configured), TLS 1.2 or
 //     1.3 minimum, ALPN h2 and http/1.1 as the listener's protocols say.
-//   - HTTP/1.1 on rampart's own server (package h1); HTTP/2 on x/net's,
-//     behind a frame guard that closes connections over
-//     h2_max_resets_per_second (rapid reset) or with a CONTINUATION flood,
-//     and a write-side watch that counts x/net's own 431/400 refusals;
+//   - HTTP/1.1 on rampart's own server (package h1); HTTP/2 on rampart's
+//     (package h2, h2_server: rampart, the default), whose abuse bounds
+//     are built in, or with h2_server: std on x/net's, behind a frame
+//     guard that closes connections over h2_max_resets_per_second (rapid
+//     reset) or with a CONTINUATION flood, and a write-side watch that
+//     counts x/net's own 431/400 refusals;
 //     HTTP/3 (quic-go) on a UDP socket of the same port when protocols
 //     include h3, announced with Alt-Svc on the TCP side.
 //   - max_connections (a semaphore at accept, and for QUIC before the

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain lets the suite run its HTTP/2 cases on either server:
-// H2_SERVER=rampart go test ./l7/proxy (default: the listener's, std).
+// H2_SERVER=std go test ./l7/proxy (default: the listener's, rampart).
 func TestMain(m *testing.M) {
 	if v := os.Getenv("H2_SERVER"); v != "" {
 		listener.DefaultH2Server = v

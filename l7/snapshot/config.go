@@ -73,7 +73,7 @@ type Listener struct {
 	H2MaxConcurrentStreams int   `yaml:"h2_max_concurrent_streams" json:"h2_max_concurrent_streams"`
 	H2MaxResetsPerSecond   int   `yaml:"h2_max_resets_per_second" json:"h2_max_resets_per_second"`
 	// H2Server picks the HTTP/2 server: "std" (x/net/http2's) or
-	// "rampart" (l7/h2). Empty: the build's default (std).
+	// "rampart" (l7/h2). Empty: the build's default (rampart).
 	H2Server string `yaml:"h2_server" json:"h2_server,omitempty"`
 	// RequestBodyTimeoutMs bounds the wait for the next bytes of a request
 	// body (idle time between two reads, like nginx's client_body_timeout);
