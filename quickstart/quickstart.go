@@ -145,6 +145,7 @@ Try:
   curl -s http://%[3]s/metrics | grep rampart_requests_total
 
 The control plane (embedded store) is at http://127.0.0.1:9080; the admin token is in %[5]s.
+  # the operator dashboard: open http://127.0.0.1:9080/ui/ and sign in with that token
   export RAMPART_TOKEN=$(cat %[5]s)    # the operator CLI's token (or -token-file FILE)
   %[4]s control fleet                   # this node: versions, health, refusals
   %[4]s control revisions               # the demo config is revision r1

@@ -281,6 +281,14 @@ func TestUpQuickstart(t *testing.T) {
 		t.Errorf("canary answered %d of 200", canary)
 	}
 	// The versioned API of the help text: Accept-Version: 2 always reaches the canary's route.
+	if !strings.Contains(help.String(), "http://127.0.0.1:9080/ui/") {
+		t.Errorf("the help does not show the dashboard's address:\n%s", help.String())
+	}
+	if resp, err := http.Get("http://127.0.0.1:9080/ui/"); err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("the dashboard at /ui/: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if !strings.Contains(help.String(), "Accept-Version: 2") {
 		t.Errorf("the help does not show the Accept-Version example:\n%s", help.String())
 	}
