@@ -263,9 +263,9 @@ func Summary(r *Results) string {
 	} else {
 		fmt.Fprintf(&b, "  sizing: %s\n", r.Capacity.SizingErr)
 	}
-	fmt.Fprintf(&b, "%-5s %-4s %-8s %7s %12s %10s %10s %7s\n", "proto", "mode", "proxy", "rate", "req/cpu-s", "p50 ms", "p99 ms", "failed")
+	fmt.Fprintf(&b, "%-5s %-4s %-10s %7s %12s %10s %10s %7s\n", "proto", "mode", "proxy", "rate", "req/cpu-s", "p50 ms", "p99 ms", "failed")
 	for _, s := range r.Load.Series {
-		fmt.Fprintf(&b, "%-5s %-4s %-8s %7s %12s %10.1f %10.1f %7d\n", s.Proto, s.Mode, s.Proxy, num(s.Rate), num(s.ReqPerCPU.Median), s.P50ms.Median, s.P99ms.Median, s.Failed)
+		fmt.Fprintf(&b, "%-5s %-4s %-10s %7s %12s %10.1f %10.1f %7d\n", s.Proto, s.Mode, s.Proxy, num(s.Rate), num(s.ReqPerCPU.Median), s.P50ms.Median, s.P99ms.Median, s.Failed)
 	}
 	for _, st := range []struct{ name, status string }{{"load", r.Load.Status}, {"xdp", r.XDP.Status}, {"flood", r.XDP.FloodStatus},
 		{"routes", r.Routes.Status}, {"swap", r.Swap.Status}, {"lab", r.Lab.Status}, {"capacity", r.Capacity.Status}, {"comparison", r.Compare.Status}} {
