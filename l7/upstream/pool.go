@@ -304,7 +304,13 @@ func (c *Conn) Answered(wait time.Duration, deadline time.Time) bool {
 		return true
 	}
 	_ = c.nc.SetReadDeadline(t)
-	_, err := c.br.Peek(1)
+	// Nothing is buffered, and the socket was silent when the connection
+	// was taken (probe) or made: wait for it before reading (one read(2)
+	// instead of two; see prober.waitReadable).
+	ok, err := c.probe.waitReadable()
+	if !ok {
+		_, err = c.br.Peek(1)
+	}
 	_ = c.nc.SetReadDeadline(deadline)
 	return !errors.Is(err, os.ErrDeadlineExceeded)
 }
