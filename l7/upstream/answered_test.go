@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -79,7 +80,42 @@ func TestAnswered(t *testing.T) {
 		}
 		c.Release(body.Done() && !rh.Close)
 	}
+	// An answer already in the socket when Answered is called is seen at
+	// once (a version that waited for the poller before reading missed it:
+	// Go's poller forgets a readiness that came before the wait began).
 	c, err := p.Get(context.Background(), deadline, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c.Writer(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	_ = c.Writer().Flush()
+	answer <- "fast"
+	for { // until the answer's first byte is in the socket (peeked, not read)
+		if err := c.probe.raw.Control(c.probe.fn); err != nil {
+			t.Fatal(err)
+		}
+		if c.probe.errno == nil && c.probe.n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream's answer never arrived")
+		}
+		runtime.Gosched()
+	}
+	if !c.Answered(10*time.Second, deadline) || c.Reader().Buffered() == 0 {
+		t.Fatal("an answer already in the socket was not seen by Answered")
+	}
+	rh, err := ReadResponseHead(c.Reader(), http.Header{}, 64<<10)
+	if err != nil || rh.Status != 200 {
+		t.Fatalf("fast answer: %+v %v", rh, err)
+	}
+	body := c.Body("GET", rh, nil)
+	if b, _ := io.ReadAll(body); string(b) != "fast" {
+		t.Fatalf("fast answer body %q", b)
+	}
+	c.Release(body.Done() && !rh.Close)
+
+	c, err = p.Get(context.Background(), deadline, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,10 +88,6 @@ type prober struct {
 	n      int
 	errno  error
 	usable bool
-	// wait is the RawConn.Read callback of waitReadable: false the first
-	// time (so the poller waits for the socket first), true after.
-	wait   func(fd uintptr) bool
-	waited bool
 }
 
 func (p *prober) init(nc net.Conn) {
@@ -107,28 +103,6 @@ func (p *prober) init(nc net.Conn) {
 	p.fn = func(fd uintptr) {
 		p.n, _, p.errno = syscall.Recvfrom(int(fd), p.buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	}
-	p.wait = func(uintptr) bool {
-		if p.waited {
-			return true
-		}
-		p.waited = true
-		return false
-	}
-}
-
-// waitReadable blocks until the socket is readable or its read deadline
-// passes, without reading: Go's Read tries the read first and, on a socket
-// that has nothing yet (an upstream that has not answered the request just
-// written), makes one read(2) that fails with EAGAIN before it waits. It
-// is only used when nothing is pending, so the edge-triggered poller
-// reports what comes next; a readiness left from earlier data only makes
-// the next Read wait the usual way. It reports false when not a socket.
-func (p *prober) waitReadable() (bool, error) {
-	if !p.usable {
-		return false, nil
-	}
-	p.waited = false
-	return true, p.raw.Read(p.wait)
 }
 
 // stale reports whether the idle connection must not be reused, and why.
