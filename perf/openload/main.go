@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 )
@@ -111,9 +112,50 @@ func (p pool) get(i int64) (*http.Client, func()) {
 	return p.cls[int(i)%len(p.cls)], func() {}
 }
 
+// copyingCache hands every dial its own copy of a cached TLS session:
+// quic-go (v0.65) writes the session state's EarlyData field while resuming,
+// so connections resuming the same cached session at once race (seen with
+// -race in TestRunH3).
+type copyingCache struct{ tls.ClientSessionCache }
+
+func (c copyingCache) Get(key string) (*tls.ClientSessionState, bool) {
+	cs, ok := c.ClientSessionCache.Get(key)
+	if !ok || cs == nil {
+		return cs, ok
+	}
+	ticket, st, err := cs.ResumptionState()
+	if err != nil || st == nil {
+		return nil, false
+	}
+	b, err := st.Bytes()
+	if err != nil {
+		return nil, false
+	}
+	st2, err := tls.ParseSessionState(b)
+	if err != nil {
+		return nil, false
+	}
+	cp, err := tls.NewResumptionState(ticket, st2)
+	if err != nil {
+		return nil, false
+	}
+	return cp, true
+}
+
+// dialQUIC dials without 0-RTT and waits for the handshake (http3.Transport
+// would DialEarly: quic-go v0.65 then races opening the control stream
+// against the peer's transport parameters, seen with -race), each connection
+// on its own UDP socket, as separate clients would be.
+func dialQUIC(ctx context.Context, addr string, tlsConf *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+	return quic.DialAddr(ctx, addr, tlsConf, qc)
+}
+
 // clients builds the HTTP clients requests are spread over.
 func clients(c config) pool {
 	tlsc := &tls.Config{InsecureSkipVerify: true, ClientSessionCache: tls.NewLRUClientSessionCache(1024)} //nolint:gosec // bench certs are self-signed
+	if c.proto == "h3" {
+		tlsc.ClientSessionCache = copyingCache{tlsc.ClientSessionCache}
+	}
 	switch {
 	case c.proto == "h2" && c.newConn:
 		return pool{fresh: func() (*http.Client, func()) {
@@ -122,7 +164,7 @@ func clients(c config) pool {
 		}}
 	case c.proto == "h3" && c.newConn:
 		return pool{fresh: func() (*http.Client, func()) {
-			tr := &http3.Transport{TLSClientConfig: tlsc, DisableCompression: true}
+			tr := &http3.Transport{TLSClientConfig: tlsc, DisableCompression: true, Dial: dialQUIC}
 			return &http.Client{Timeout: c.timeout, Transport: tr}, func() { _ = tr.Close() }
 		}}
 	case c.proto == "h2" || c.proto == "h3":
@@ -130,7 +172,7 @@ func clients(c config) pool {
 		for i := range out {
 			var tr http.RoundTripper = &http2.Transport{TLSClientConfig: tlsc.Clone()}
 			if c.proto == "h3" {
-				tr = &http3.Transport{TLSClientConfig: tlsc.Clone(), DisableCompression: true}
+				tr = &http3.Transport{TLSClientConfig: tlsc.Clone(), DisableCompression: true, Dial: dialQUIC}
 			}
 			out[i] = &http.Client{Timeout: c.timeout, Transport: tr}
 		}

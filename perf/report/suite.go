@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,10 +197,53 @@ func compareEnv(s Suite, runsDir string) []string {
 	}
 }
 
+// portKnobs are compare.sh's port variables; the first three also take UDP (HTTP/3).
+var portKnobs = []string{"RAMPART_PORT", "CHAIN_PORT", "H2_PORT", "NGINX_PORT", "UPSTREAM_PORT", "ADMIN_PORT",
+	"CHAIN_ADMIN_PORT", "HAPROXY_PORT", "H2_ADMIN_PORT"}
+
+// freePorts finds a port for each of compare.sh's port knobs that is free on
+// 127.0.0.1 for TCP (and UDP for the HTTP/3 ones), so the suite can run next
+// to a compare.sh someone else started. It searches 20000–29999 (below the
+// ephemeral range, so no outgoing connection takes one meanwhile), starting
+// at an offset from the pid.
+func freePorts() ([]string, error) {
+	var env []string
+	start := 20000 + (os.Getpid()%1000)*10
+	for p := start; p < start+10000 && len(env) < len(portKnobs); p++ {
+		port := 20000 + (p-20000)%10000
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		free := true
+		if len(env) < 3 {
+			u, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				free = false
+			} else {
+				u.Close()
+			}
+		}
+		l.Close()
+		if free {
+			env = append(env, portKnobs[len(env)]+"="+strconv.Itoa(port))
+		}
+	}
+	if len(env) < len(portKnobs) {
+		return nil, fmt.Errorf("free ports: found %d of %d in 20000-29999 on 127.0.0.1", len(env), len(portKnobs))
+	}
+	return env, nil
+}
+
 func (r *Runner) load(ctx context.Context, s Suite) LoadSection {
 	runs := filepath.Join(r.Out, "runs")
 	_ = os.RemoveAll(runs)
 	env := compareEnv(s, runs)
+	ports, err := freePorts()
+	if err != nil {
+		return LoadSection{Status: failed(err)}
+	}
 	protos := "all"
 	if len(s.Protos) == 1 {
 		protos = s.Protos[0]
@@ -207,7 +251,7 @@ func (r *Runner) load(ctx context.Context, s Suite) LoadSection {
 		return LoadSection{Status: failed(fmt.Errorf("protocols %v: want one of h1, h2, h3 or all three", s.Protos))}
 	}
 	env[0] = "PROTO=" + protos
-	out, err := r.Run(ctx, r.Root, env, "perf/compare.sh")
+	out, err := r.Run(ctx, r.Root, append(env, ports...), "perf/compare.sh")
 	r.saveLog("compare.txt", out)
 	sec := LoadSection{Status: statusOK, Command: "env " + strings.Join(env, " ") + " perf/compare.sh"}
 	if err != nil {

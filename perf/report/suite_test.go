@@ -222,6 +222,21 @@ func TestExecuteSelectedSections(t *testing.T) {
 	}
 }
 
+func TestFreePorts(t *testing.T) {
+	env, err := freePorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		if k != portKnobs[i] || seen[v] || v < "20000" || v > "29999" || len(v) != 5 {
+			t.Fatalf("%q: want %s=<a distinct port in 20000-29999>", e, portKnobs[i])
+		}
+		seen[v] = true
+	}
+}
+
 func TestCompareEnv(t *testing.T) {
 	env := strings.Join(compareEnv(Quick(), "/x/runs"), " ")
 	for _, want := range []string{"CHAIN=1", "HAPROXY=1", "H2_VARIANT=1", "RATES=100 300", "NEW_RATES=100 300", "MODES=ka new", "ROUNDS=1", "DURATION=1s", "RUNS_DIR=/x/runs"} {
