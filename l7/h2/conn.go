@@ -105,6 +105,7 @@ type conn struct {
 	goaway        bool        // GOAWAY sent: no new streams
 	goawayPending bool        // shutdown asked before the first request
 	draining      atomic.Bool // read deadline set to let the client finish
+	busy          atomic.Bool // the read loop has whole frames buffered and flushes after them
 	idleTimer     *time.Timer
 	workers       int
 	idleWorkers   int
@@ -198,11 +199,12 @@ func (c *conn) serveFrames() error {
 		return connError{code: http2.ErrCodeProtocol, reason: "bad_preface"}
 	}
 	for {
-		if err := c.readFrame(); err != nil {
-			return err
-		}
-		if c.br.Buffered() == 0 {
+		// Flush before a read that may block: while whole frames are
+		// buffered, what handlers and this loop queue waits for this
+		// flush (busy), so it leaves in one write.
+		if !c.frameBuffered() {
 			c.mu.Lock()
+			c.busy.Store(false)
 			if c.goawayPending && c.maxClientID > 0 {
 				c.sendGoAwayLocked()
 			}
@@ -213,7 +215,30 @@ func (c *conn) serveFrames() error {
 				return err
 			}
 		}
+		if err := c.readFrame(); err != nil {
+			return err
+		}
 	}
+}
+
+// frameBuffered reports whether a whole frame is in the read buffer.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < 9 {
+		return false
+	}
+	h, _ := c.br.Peek(9)
+	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
+}
+
+// flushSoonLocked flushes unless the read loop is busy with buffered
+// frames and will flush when done (handlers' responses then share its
+// write).
+func (c *conn) flushSoonLocked() {
+	if c.busy.Load() {
+		return
+	}
+	c.flushLocked()
 }
 
 // readFrame reads and handles one frame; stream errors are answered here,
@@ -224,6 +249,7 @@ func (c *conn) readFrame() error {
 		typ = http2.FrameType(h[3])
 	}
 	f, err := c.fr.ReadFrame()
+	c.busy.Store(true)
 	if err != nil {
 		var fce http2.ConnectionError
 		var fse http2.StreamError
@@ -625,12 +651,13 @@ func (c *conn) idleFired() {
 
 // flushLocked writes everything queued. One goroutine writes at a time;
 // frames queued meanwhile go out with its next Write.
-func (c *conn) flushLocked() {
+func (c *conn) flushLocked() (unlocked bool) {
 	if c.flushing {
-		return
+		return false
 	}
 	c.flushing = true
 	for len(c.out.b) > 0 && c.werr == nil {
+		unlocked = true
 		buf := c.out.b
 		c.out.b = c.spare[:0]
 		c.queued = 0
@@ -650,6 +677,7 @@ func (c *conn) flushLocked() {
 	}
 	c.flushing = false
 	c.flowCond.Broadcast()
+	return unlocked
 }
 
 // dispatch hands a stream to an idle worker or starts one.

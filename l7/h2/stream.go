@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -56,8 +55,7 @@ type stream struct {
 	refusal       int // answered with this status without the handler
 	refusalMsg    string
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx    streamCtx
 	req    http.Request
 	hdr    http.Header
 	rb     requestBody
@@ -76,17 +74,15 @@ func newStream(c *conn, id uint32) *stream {
 	st.recvWindow = c.cfg.streamWindow
 	st.sendWindow = int64(c.peerInitWindow)
 	st.declLen = -1
-	st.ctx, st.cancel = context.WithCancel(c.ctx)
+	st.ctx.parent = c.ctx
 	st.req = http.Request{Proto: "HTTP/2.0", ProtoMajor: 2, Header: st.hdr}
-	st.req = *st.req.WithContext(st.ctx)
+	st.req = *st.req.WithContext(&st.ctx)
 	return st
 }
 
 // release cancels a finished stream's context.
 func (st *stream) release() {
-	if st.cancel != nil {
-		st.cancel()
-	}
+	st.ctx.cancel()
 }
 
 // abort ends the stream's request body (unless complete) and writes with
@@ -98,9 +94,7 @@ func (st *stream) abort(err error) {
 	st.w.err = err
 	st.w.failed.Store(true)
 	st.bodyCond.Broadcast()
-	if st.cancel != nil {
-		st.cancel()
-	}
+	st.ctx.cancel()
 }
 
 func (st *stream) bodyUnread() int { return len(st.body) - st.bodyOff }
@@ -150,10 +144,8 @@ func (st *stream) finishLocked() {
 		_ = c.fw.WriteRSTStream(st.id, http2.ErrCodeNo)
 		st.reset = true
 	}
-	c.flushLocked()
-	if st.cancel != nil {
-		st.cancel()
-	}
+	c.flushSoonLocked()
+	st.ctx.cancel()
 	c.maybeCloseLocked(st)
 	st.release()
 }
@@ -185,7 +177,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		st.needsContinue = false
 		if !st.reset && !c.closed && !st.w.sentHeader {
 			c.writeHeadersLocked(st.id, 100, nil, false, false)
-			c.flushLocked()
+			c.flushSoonLocked()
 		}
 	}
 	for st.bodyUnread() == 0 && st.bodyErr == nil && !st.bodyClosed {
@@ -212,7 +204,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 			st.recvUnacked = 0
 		}
 	}
-	c.flushLocked()
+	c.flushSoonLocked()
 	return n, nil
 }
 
@@ -221,7 +213,7 @@ func (b *requestBody) Close() error {
 	c := b.st.c
 	c.mu.Lock()
 	b.st.closeBodyLocked()
-	c.flushLocked()
+	c.flushSoonLocked()
 	c.mu.Unlock()
 	return nil
 }
@@ -240,6 +232,21 @@ type responseWriter struct {
 	err         error       // guarded by c.mu
 	failed      atomic.Bool // err is set: for the unlocked paths
 	noBody      bool        // HEAD, 204, 304
+	cl, date    [1]string   // backing of the Content-Length and Date values it adds
+}
+
+var lengthTexts = func() (t [1025]string) {
+	for i := range t {
+		t[i] = strconv.Itoa(i)
+	}
+	return
+}()
+
+func lengthText(n int) string {
+	if n < len(lengthTexts) {
+		return lengthTexts[n]
+	}
+	return strconv.Itoa(n)
 }
 
 // failure is w.err, read under the connection lock.
@@ -268,7 +275,7 @@ func (w *responseWriter) WriteHeader(code int) {
 		c.mu.Lock()
 		if w.err == nil && !c.closed {
 			c.writeHeadersLocked(st.id, code, w.hdr, false, false)
-			c.flushLocked()
+			c.flushSoonLocked()
 		}
 		c.mu.Unlock()
 		return
@@ -313,12 +320,15 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if err := w.sendLocked(p, false); err != nil {
 		return 0, err
 	}
-	c.flushLocked()
+	c.flushSoonLocked()
 	return len(p), nil
 }
 
 // WriteString avoids a copy for io.WriteString callers.
 func (w *responseWriter) WriteString(s string) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
 	if len(w.buf)+len(s) <= bufSize && w.wroteHeader && !w.noBody && !w.failed.Load() &&
 		(w.declLen < 0 || w.written+int64(len(s)) <= w.declLen) {
 		w.written += int64(len(s))
@@ -342,7 +352,7 @@ func (w *responseWriter) FlushError() error {
 	if err := w.sendLocked(nil, false); err != nil {
 		return err
 	}
-	c.flushLocked()
+	c.flushSoonLocked()
 	return c.werr
 }
 
@@ -366,10 +376,12 @@ func (w *responseWriter) sendLocked(p []byte, end bool) error {
 		w.sentHeader = true
 		h := w.hdr
 		if end && len(trailers) == 0 && w.declLen < 0 && !w.noBody && len(p) == 0 {
-			h["Content-Length"] = []string{strconv.Itoa(len(w.buf))}
+			w.cl[0] = lengthText(len(w.buf))
+			h["Content-Length"] = w.cl[:]
 		}
 		if _, ok := h["Date"]; !ok {
-			h["Date"] = []string{currentDate()}
+			w.date[0] = currentDate()
+			h["Date"] = w.date[:]
 		}
 		headEnd := end && len(trailers) == 0 && (w.noBody || len(w.buf)+len(p) == 0)
 		c.writeHeadersLocked(st.id, w.status, h, headEnd, false, trailers...)
@@ -478,7 +490,9 @@ func (w *responseWriter) dataLocked(p []byte, end bool) error {
 // waitLocked waits for a window update or drained output, up to
 // StallTimeout; past it the client is stalling the connection.
 func (c *conn) waitLocked(deadline time.Time) error {
-	c.flushLocked()
+	if c.flushLocked() {
+		return nil // the lock was let go: windows may have changed, look again
+	}
 	stalled := !time.Now().Before(deadline)
 	t := time.AfterFunc(time.Until(deadline), func() {
 		c.mu.Lock()
