@@ -55,11 +55,11 @@ type stream struct {
 	refusal       int // answered with this status without the handler
 	refusalMsg    string
 
-	ctx    streamCtx
-	req    http.Request
-	hdr    http.Header
-	rb     requestBody
-	w      responseWriter
+	ctx streamCtx
+	req http.Request
+	hdr http.Header
+	rb  requestBody
+	w   responseWriter
 }
 
 // newStream makes a stream's state. Streams are not pooled: a handler may
