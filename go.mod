@@ -24,6 +24,7 @@ require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/cloudflare/tableflip v1.2.3
 	github.com/maypok86/otter/v2 v2.4.0
+	github.com/tidwall/gjson v1.20.4
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -36,6 +37,8 @@ require (
 	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.3.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 )
 

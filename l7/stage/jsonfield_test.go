@@ -16,7 +16,8 @@ func TestJSONField(t *testing.T) {
 		err        error
 	}{
 		{`{"data":{"type":"a.b"}}`, "a.b", nil},
-		{` {"x":[1,{"data":{"type":"no"}}],"data":{"n":null,"type":"\u00e9\"q"}} trailing`, "é\"q", nil},
+		{` {"x":[1,{"data":{"type":"no"}}],"data":{"n":null,"type":"\u00e9\"q"}} `, "é\"q", nil},
+		{` {"data":{"type":"x"}} trailing`, "", errNotJSON}, // the whole body is checked
 		{`{"data":{"type":12.50}}`, "12.50", nil},
 		{`{"data":{"type":false}}`, "false", nil},
 		{`{"data":{"type":null}}`, "", errFieldMissing},
@@ -29,7 +30,11 @@ func TestJSONField(t *testing.T) {
 		{`{"data" 1}`, "", errNotJSON},
 		{`{"a":1,}`, "", errNotJSON},
 		{``, "", errNotJSON},
-		{`{"data":{"type":"x"} garbage`, "x", nil}, // not read past the field
+		{`{"data":{"type":"x"} garbage`, "", errNotJSON},
+		{`{"data":{"type":"x"},}`, "", errNotJSON},
+		{`{"da.ta":{"type":"dot"},"data":{"type":"plain"}}`, "plain", nil}, // keys are not gjson paths
+		{`{"data":[{"type":"in array"}]}`, "", errFieldMissing},
+		{"{\"data\":{\"type\":\"x\xc3\xff\"}}", "x\ufffd\ufffd", nil}, // as encoding/json decodes it
 	}
 	for _, c := range cases {
 		got, err := jsonField([]byte(c.body), path)
@@ -42,14 +47,14 @@ func TestJSONField(t *testing.T) {
 // reference finds the field with encoding/json.Unmarshal (numbers as
 // literals): the value and whether it is a string, number or boolean.
 func reference(body []byte, path []string) (string, bool, error) {
+	if !json.Valid(body) { // exactly what Unmarshal accepts, trailing bytes included
+		return "", false, errors.New("not valid JSON")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return "", false, err
-	}
-	if _, err := dec.Token(); err == nil || !strings.Contains(err.Error(), "EOF") {
-		return "", false, fmt.Errorf("data after the document")
 	}
 	for _, k := range path {
 		obj, ok := v.(map[string]any)
@@ -107,19 +112,24 @@ func hasDuplicateKeys(body []byte) bool {
 	}
 }
 
-// FuzzJSONField checks the scanner against encoding/json: on a document
+// FuzzJSONField checks jsonField against encoding/json: on a document
 // Unmarshal accepts, the same value (or the same absence), unless a key
-// repeats; on one it refuses, no panic, and a value only if the scanner
-// stopped before the error.
+// repeats; on one it refuses, errNotJSON.
 func FuzzJSONField(f *testing.F) {
-	for _, s := range []string{`{"a":{"b":"x"}}`, `{"a":{"b":1e3},"a":2}`, `{"a":[{"b":1}],"b":true}`, `{"a":{"c":null,"b":"\ud800"}}`, `{"a"`, `"a"`} {
+	for _, s := range []string{`{"a":{"b":"x"}}`, `{"a":{"b":1e3},"a":2}`, `{"a":[{"b":1}],"b":true}`, `{"a":{"c":null,"b":"\ud800"}}`, `{"a"`, `"a"`, "{\"a\":{\"b\":\"x\xc3\xff\"}}", `{"a":{"b":"\u0000"}}`} {
 		f.Add([]byte(s), "a.b")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, field string) {
 		path := strings.Split(field, ".")
 		got, err := jsonField(body, path)
 		want, found, refErr := reference(body, path)
-		if refErr != nil || hasDuplicateKeys(body) {
+		if refErr != nil {
+			if !errors.Is(err, errNotJSON) {
+				t.Fatalf("jsonField(%q, %q) = %q, %v; encoding/json refuses it (%v)", body, field, got, err, refErr)
+			}
+			return
+		}
+		if hasDuplicateKeys(body) {
 			return
 		}
 		switch {
