@@ -20,23 +20,10 @@
 set -euo pipefail
 : "${DURATION:=5}" "${ROUNDS:=3}" "${CONNS:=32}" "${PROXY_CPU:=0}" "${LOAD_CPU:=1}"
 RP=18643 NP=18644 UP=18681 AP=19961
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-die() { echo "cache.sh: $*" >&2; exit 1; }
-for t in nginx wrk openssl taskset curl; do command -v $t >/dev/null || die "missing $t (hack/deps.sh perf)"; done
-for p in $RP $NP $UP $AP; do ss -Htln "sport = :$p" | grep -q . && die "port $p is in use"; done
-work=$(mktemp -d /tmp/rampart-cache.XXXXXX); chmod 755 "$work"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"; }
-trap cleanup EXIT
-if [ -z "${RAMPART:-}" ]; then RAMPART=$work/rampart; (cd "$root" && go build -o "$RAMPART" ./cmd/rampart) || die "go build"; fi
-cd "$work"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
-  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout tls.key -out tls.crt 2>/dev/null
-chmod 644 tls.key
-wait_ok() { for _ in $(seq 100); do [ "$(curl -sk -o /dev/null -w '%{http_code}' "$1")" = 200 ] && return 0; sleep 0.1; done; die "$1 not answering"; }
-nginx_conf() { printf 'daemon off;\npid %s/nginx.pid;\nerror_log %s/error.log warn;\n%s\n' "$work/$1" "$work/$1" "$2" >"$work/$1/nginx.conf"; }
+name=cache.sh tools=(nginx wrk openssl taskset curl) ports=($RP $NP $UP $AP)
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 body='rampart perf upstream: a fixed response body of about one hundred bytes for cache benchmarks....'
-mkdir -p up np np/cache
+mkdir -p np/cache
 nginx_conf up "worker_processes 1; events { worker_connections 4096; } http { access_log off; keepalive_requests 10000000;
   server { listen 127.0.0.1:$UP; default_type text/plain;
     location /nostore { add_header Cache-Control no-store; return 200 \"$body\"; }
@@ -72,8 +59,6 @@ wait_ok "http://127.0.0.1:$AP/readyz"
 for p in $RP $NP; do for path in /hit /nostore /fwd; do wait_ok "https://127.0.0.1:$p$path"; done; done
 # the warm-up made /hit a hit on both; show what each answers
 hdr() { curl -sk -o /dev/null -D - "$1" | tr -d '\r' | grep -iE "^($2):" | tr '\n' ' '; }
-ticks() { # utime+stime of pids; one that is gone (nginx's cache loader exits after a minute) counts 0
-  local s=0 f; for p in "$@"; do f=$(cat "/proc/$p/stat" 2>/dev/null) || continue; f=${f##*) }; read -ra a <<<"$f"; s=$((s + a[11] + a[12])); done; echo $s; }
 pids_of() { case $1 in rampart) echo $rampart_pid ;; nginx) echo $nginx_pid $(pgrep -P $nginx_pid) ;; esac; }
 port_of() { case $1 in rampart) echo $RP ;; nginx) echo $NP ;; esac; }
 hz=$(getconf CLK_TCK)

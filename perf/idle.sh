@@ -12,9 +12,8 @@
 set -euo pipefail
 : "${N:=10000}" "${SETTLE:=3s}" "${PROTOS:=h1 h2}" "${PROXIES:=rampart nginx haproxy}"
 PORT=18743 UP=18781 AP=19971
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-die() { echo "idle.sh: $*" >&2; exit 1; }
-for t in nginx haproxy openssl curl; do command -v $t >/dev/null || die "missing $t (hack/deps.sh perf)"; done
+name=idle.sh tools=(nginx haproxy openssl curl) ports=($PORT $UP $AP)
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 ulimit -n "$(ulimit -Hn)" # each process (client, proxy) needs N descriptors and some
 lim=$(ulimit -n); [ "$lim" = unlimited ] && lim=1048576
 [ "$lim" -gt $((N + 500)) ] || die "open-file limit $lim is too low for N=$N (raise the hard limit)"
@@ -22,19 +21,8 @@ if [[ " $PROXIES " == *" haproxy "* ]] && [ "$lim" -le $((2 * N + 500)) ]; then
   echo "# haproxy left out: it needs 2 descriptors per connection, $((2 * N + 500)) > the limit $lim" >&2
   PROXIES=${PROXIES//haproxy/}
 fi
-for p in $PORT $UP $AP; do ss -Htln "sport = :$p" | grep -q . && die "port $p is in use"; done
-work=$(mktemp -d /tmp/rampart-idle.XXXXXX); chmod 755 "$work"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"; }
-trap cleanup EXIT
-if [ -z "${RAMPART:-}" ]; then RAMPART=$work/rampart; (cd "$root" && go build -o "$RAMPART" ./cmd/rampart) || die "go build"; fi
+NGINX_RLIMIT=$lim
 (cd "$root" && go build -o "$work/idleconns" ./perf/idleconns) || die "go build ./perf/idleconns"
-cd "$work"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
-  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout tls.key -out tls.crt 2>/dev/null
-chmod 644 tls.key; cat tls.crt tls.key >haproxy.pem
-wait_ok() { for _ in $(seq 100); do [ "$(curl -sk -o /dev/null -w '%{http_code}' "$1")" = 200 ] && return 0; sleep 0.1; done; die "$1 not answering"; }
-nginx_conf() { mkdir -p "$work/$1"; printf 'daemon off;\npid %s/nginx.pid;\nerror_log %s/error.log warn;\nworker_rlimit_nofile %s;\n%s\n' "$work/$1" "$work/$1" "$(ulimit -n)" "$2" >"$work/$1/nginx.conf"; }
 nginx_conf up "worker_processes 1; events {} http { access_log off; server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } } }"
 nginx -p "$work/up/" -c "$work/up/nginx.conf" -e "$work/up/error.log" & pids+=($!)
 wait_ok "http://127.0.0.1:$UP/"

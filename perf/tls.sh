@@ -15,23 +15,8 @@
 set -euo pipefail
 : "${DURATION:=5}" "${ROUNDS:=3}" "${PROXY_CPU:=0}" "${LOAD_CPU:=1}"
 RP=18543 NP=18544 HP=18545 UP=18581 AP=19951
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-die() { echo "tls.sh: $*" >&2; exit 1; }
-for t in nginx haproxy openssl taskset curl; do command -v $t >/dev/null || die "missing $t (hack/deps.sh perf)"; done
-for p in $RP $NP $HP $UP $AP; do ss -Htln "sport = :$p" | grep -q . && die "port $p is in use"; done
-work=$(mktemp -d /tmp/rampart-tls.XXXXXX); chmod 755 "$work"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"; }
-trap cleanup EXIT
-if [ -z "${RAMPART:-}" ]; then RAMPART=$work/rampart; (cd "$root" && go build -o "$RAMPART" ./cmd/rampart) || die "go build"; fi
-cd "$work"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
-  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout tls.key -out tls.crt 2>/dev/null
-chmod 644 tls.key
-cat tls.crt tls.key >haproxy.pem
-wait_ok() { for _ in $(seq 100); do [ "$(curl -sk -o /dev/null -w '%{http_code}' "$1")" = 200 ] && return 0; sleep 0.1; done; die "$1 not answering"; }
-nginx_conf() { printf 'daemon off;\npid %s/nginx.pid;\nerror_log %s/error.log warn;\n%s\n' "$work/$1" "$work/$1" "$2" >"$work/$1/nginx.conf"; }
-mkdir -p up np
+name=tls.sh tools=(nginx haproxy openssl taskset curl) ports=($RP $NP $HP $UP $AP)
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 nginx_conf up "worker_processes 1; events {} http { access_log off; server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } } }"
 taskset -c "$LOAD_CPU" nginx -p "$work/up/" -c "$work/up/nginx.conf" -e "$work/up/error.log" & pids+=($!)
 wait_ok "http://127.0.0.1:$UP/"
@@ -77,7 +62,6 @@ taskset -c "$PROXY_CPU" "$RAMPART" proxy -snapshot-dir r/snapshots -state-dir r/
   -admin 127.0.0.1:$AP -access-log off >rampart.log 2>&1 & rampart_pid=$!; pids+=($rampart_pid)
 wait_ok "http://127.0.0.1:$AP/readyz"
 for p in $RP $NP $HP; do wait_ok "https://127.0.0.1:$p/"; done
-ticks() { local s=0 f; for p in "$@"; do f=$(<"/proc/$p/stat"); f=${f##*) }; read -ra a <<<"$f"; s=$((s + a[11] + a[12])); done; echo $s; }
 pids_of() { case $1 in rampart) echo $rampart_pid ;; haproxy) echo $haproxy_pid ;; nginx) echo $nginx_pid $(pgrep -P $nginx_pid) ;; esac; }
 port_of() { case $1 in rampart) echo $RP ;; haproxy) echo $HP ;; nginx) echo $NP ;; esac; }
 hz=$(getconf CLK_TCK)

@@ -13,6 +13,24 @@ import (
 // directory, so the new name survives a crash too. The file gets mode perm.
 // On failure the temporary file is removed and path is left as it was.
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	return place(path, data, perm, os.Rename)
+}
+
+// WriteFileNew is WriteFileAtomic for a file that must not exist yet: the
+// whole file appears at path (link(2)) or, when something is there
+// already, nothing changes and the error is fs.ErrExist. Of two writers
+// racing to make one file, exactly one wins.
+func WriteFileNew(path string, data []byte, perm fs.FileMode) error {
+	return place(path, data, perm, func(tmp, path string) error {
+		err := os.Link(tmp, path)
+		_ = os.Remove(tmp) // linked or not, the temporary name goes
+		return err
+	})
+}
+
+// place writes data to a synced temporary file beside path, puts it at
+// path with put, and syncs the directory.
+func place(path string, data []byte, perm fs.FileMode, put func(tmp, path string) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -30,7 +48,7 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp, path)
+		werr = put(tmp, path)
 	}
 	if werr != nil {
 		_ = os.Remove(tmp)

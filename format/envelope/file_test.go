@@ -1,6 +1,8 @@
 package envelope
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,5 +42,26 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if err := WriteFileAtomic(filepath.Join(dir, "missing", "doc"), nil, 0o600); err == nil {
 		t.Fatal("wrote into a missing directory")
+	}
+}
+
+func TestWriteFileNew(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := WriteFileNew(p, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteFileNew(p, []byte("two"), 0o600)
+	if !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("a second WriteFileNew: %v, want fs.ErrExist", err)
+	}
+	b, _ := os.ReadFile(p)
+	fi, _ := os.Stat(p)
+	if string(b) != "one" || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("file %q mode %v after the refused write", b, fi.Mode())
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("temporary files left: %v", ents)
 	}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -386,12 +387,7 @@ func TestCachePurgeAcrossTwoProxies(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "x")
 	})
-	privPEM, pubPEM, err := envelope.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, _ := envelope.ParsePrivateKey(privPEM)
-	pub, _ := envelope.ParsePublicKey(pubPEM)
+	priv, pub := signingKeys(t)
 	path := filepath.Join(t.TempDir(), "purge.json")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -462,12 +458,7 @@ func TestCachePurgeDuringFetch(t *testing.T) {
 		w.Header().Set("Cache-Control", "max-age=600")
 		_, _ = io.WriteString(w, "v")
 	})
-	privPEM, pubPEM, err := envelope.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, _ := envelope.ParsePrivateKey(privPEM)
-	pub, _ := envelope.ParsePublicKey(pubPEM)
+	priv, pub := signingKeys(t)
 	path := filepath.Join(t.TempDir(), "purge.json")
 	l := cacheLab(t, up, snapshot.RouteCache{}, nil)
 	applied := make(chan int, 4)
@@ -565,4 +556,16 @@ func TestCacheUncacheableSkipsCoalescing(t *testing.T) {
 	if _, _, h := doGet(t, c, l.url("http", "/c/p")); !strings.Contains(h.Get("Cache-Status"), "hit") {
 		t.Fatalf("after it was stored: %q", h.Get("Cache-Status"))
 	}
+}
+
+// signingKeys is a fresh Ed25519 key pair for signed documents.
+func signingKeys(t *testing.T) (ed25519.PrivateKey, ed25519.PublicKey) {
+	t.Helper()
+	privPEM, pubPEM, err := envelope.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := envelope.ParsePrivateKey(privPEM)
+	pub, _ := envelope.ParsePublicKey(pubPEM)
+	return priv, pub
 }

@@ -43,44 +43,40 @@ func ticketPair(t *testing.T, shared bool) [2]*lab {
 	return labs
 }
 
-// resumed does one TLS 1.3 request to each URL with one session cache and
-// reports whether each handshake resumed.
-func resumedH1(t *testing.T, roots *tls.Config, urls ...string) []bool {
+// resumedH1 and resumedH3 do one request to each URL with one session
+// cache and report whether each handshake resumed.
+func resumedH1(t *testing.T, base *tls.Config, urls ...string) []bool {
+	return resumed(t, base, urls, func(cfg *tls.Config) http.RoundTripper {
+		return &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+	})
+}
+
+func resumedH3(t *testing.T, base *tls.Config, urls ...string) []bool {
+	return resumed(t, base, urls, func(cfg *tls.Config) http.RoundTripper {
+		return &http3.Transport{TLSClientConfig: cfg, QUICConfig: &quic.Config{HandshakeIdleTimeout: 10 * time.Second}}
+	})
+}
+
+func resumed(t *testing.T, base *tls.Config, urls []string, transport func(*tls.Config) http.RoundTripper) []bool {
 	t.Helper()
 	cache := tls.NewLRUClientSessionCache(8)
 	var out []bool
 	for _, u := range urls {
-		cfg := roots.Clone()
+		cfg := base.Clone()
 		cfg.ClientSessionCache = cache
-		tr := &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+		tr := transport(cfg)
 		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(u)
 		if err != nil {
 			t.Fatalf("GET %s: %v", u, err)
 		}
 		_, _ = io.ReadAll(resp.Body) // the ticket comes after the handshake: read it with the answer
 		resp.Body.Close()
-		tr.CloseIdleConnections()
-		out = append(out, resp.TLS.DidResume)
-	}
-	return out
-}
-
-func resumedH3(t *testing.T, roots *tls.Config, urls ...string) []bool {
-	t.Helper()
-	cache := tls.NewLRUClientSessionCache(8)
-	var out []bool
-	for _, u := range urls {
-		cfg := roots.Clone()
-		cfg.ClientSessionCache = cache
-		tr := &http3.Transport{TLSClientConfig: cfg, QUICConfig: &quic.Config{HandshakeIdleTimeout: 10 * time.Second}}
-		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(u)
-		if err != nil {
-			t.Fatalf("HTTP/3 GET %s: %v", u, err)
+		if c, ok := tr.(io.Closer); ok {
+			_ = c.Close()
+		} else if c, ok := tr.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
 		}
-		_, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
 		out = append(out, resp.TLS.DidResume)
-		_ = tr.Close()
 	}
 	return out
 }

@@ -216,7 +216,7 @@ func (s *Source) read(rot, want int64) (state, bool, error) {
 			if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
 				return st, false, fmt.Errorf("TLS ticket state %s: %w", s.path, err)
 			}
-			err := createExclusive(s.path, st.encode())
+			err := envelope.WriteFileNew(s.path, st.encode(), 0o600)
 			if err == nil {
 				return st, true, nil
 			}
@@ -295,27 +295,4 @@ func key(s [32]byte, scope string) [32]byte {
 		panic(err) // 32 bytes of SHA-256 HKDF cannot fail
 	}
 	return [32]byte(k)
-}
-
-func createExclusive(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	werr := f.Chmod(0o600)
-	if werr == nil {
-		_, werr = f.Write(data)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return werr
-	}
-	return os.Link(tmp, path)
 }
