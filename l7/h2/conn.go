@@ -131,7 +131,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 		st := tc.ConnectionState()
 		c.tls = &st
 	}
-	c.br = bufio.NewReaderSize(nc, 16<<10)
+	// 4 KiB holds a burst of HEADERS; larger DATA frames are read past it
+	// (an idle connection keeps this buffer, as x/net's does).
+	c.br = bufio.NewReaderSize(nc, 4<<10)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(16384)
 	c.fw = http2.NewFramer(&c.out, nil)
@@ -665,7 +667,9 @@ func (c *conn) flushLocked() (unlocked bool) {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.stall))
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
-		c.spare = buf[:0]
+		if cap(buf) <= 64<<10 { // a burst's big buffer is not kept
+			c.spare = buf[:0]
+		}
 		if err != nil {
 			c.werr = err
 			c.closed = true
@@ -696,7 +700,11 @@ func (c *conn) dispatchLocked(st *stream) {
 const workerIdle = 5 * time.Second
 
 func (c *conn) worker(st *stream) {
-	t := time.NewTimer(workerIdle)
+	idle := workerIdle
+	if c.s.workerIdle > 0 {
+		idle = c.s.workerIdle
+	}
+	t := time.NewTimer(idle)
 	defer t.Stop()
 	for {
 		st.run()
@@ -704,7 +712,7 @@ func (c *conn) worker(st *stream) {
 		c.mu.Lock()
 		c.idleWorkers++
 		c.mu.Unlock()
-		t.Reset(workerIdle)
+		t.Reset(idle)
 		select {
 		case st = <-c.work:
 			c.mu.Lock()

@@ -74,6 +74,8 @@ type Server struct {
 	// BaseContext is the parent of every request context; nil: Background.
 	BaseContext context.Context
 
+	workerIdle time.Duration // tests: how long an idle worker stays (0: workerIdle)
+
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	shutting atomic.Bool
