@@ -368,7 +368,9 @@ func TestPingAck(t *testing.T) {
 // TestMaxConcurrentStreams: a stream over SETTINGS_MAX_CONCURRENT_STREAMS
 // is refused with REFUSED_STREAM (§5.1.2) and the others go on.
 func TestMaxConcurrentStreams(t *testing.T) {
-	ts := serve(t, &Server{MaxConcurrentStreams: 2}, http.HandlerFunc(hangHandler))
+	// the reset budget is raised: on a slow box many streams may be refused
+	// before stream 1's handler has returned
+	ts := serve(t, &Server{MaxConcurrentStreams: 2, MaxResetsPerSecond: 1 << 20}, http.HandlerFunc(hangHandler))
 	rc := ts.raw(t)
 	rc.handshake()
 	hang := replace(":path", "/hang")
