@@ -667,8 +667,9 @@ func (c *conn) flushLocked() (unlocked bool) {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.stall))
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
-		if cap(buf) <= 64<<10 { // a burst's big buffer is not kept
-			c.spare = buf[:0]
+		c.spare = buf[:0]
+		if cap(buf) > 64<<10 { // a burst's big buffer is not kept
+			c.spare = nil
 		}
 		if err != nil {
 			c.werr = err
