@@ -54,7 +54,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), hdr: make(http.Header, 16)}
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), hdr: make(http.Header)}
 	c.cr.c = c
 	c.takeBuffers()
 	c.ctx.c = c
@@ -71,7 +71,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.req = req
 	c.body.c = c
 	c.w.c = c
-	c.w.hdr = make(http.Header, 16)
+	c.w.hdr = make(http.Header) // no size hint: maps grow to the requests seen (an idle connection keeps them)
 	return c
 }
 
