@@ -59,7 +59,8 @@ type conn struct {
 	s      *Server
 	cfg    settings
 	nc     net.Conn
-	br     *bufio.Reader
+	br     *bufio.Reader // nil only while idleRead waits, or after serve
+	src    connSource
 	fr     *http2.Framer
 	remote string
 	tls    *tls.ConnectionState
@@ -109,7 +110,7 @@ type conn struct {
 	idleTimer     *time.Timer
 	workers       int
 	idleWorkers   int
-	work          chan *stream
+	work          chan *stream // nil while the connection has no worker
 	running       sync.WaitGroup
 }
 
@@ -118,7 +119,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, cfg: cfg, nc: nc, remote: nc.RemoteAddr().String(),
 		streams: map[uint32]*stream{}, peerInitWindow: 65535, peerMaxFrame: 16384,
 		sendWindow: 65535, recvWindow: 65535, done: make(chan struct{}),
-		work:   make(chan *stream, cfg.maxStreams),
 		resets: newBucket(cfg.resets), streamErrs: newBucket(cfg.resets), pings: newBucket(cfg.control), settingsB: newBucket(cfg.control),
 		priorities: newBucket(cfg.control), empties: newBucket(cfg.control), windows: newBucket(cfg.control)}
 	parent := s.BaseContext
@@ -133,8 +133,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	// 4 KiB holds a burst of HEADERS; larger DATA frames are read past it
 	// (an idle connection keeps this buffer, as x/net's does).
-	c.br = bufio.NewReaderSize(nc, 4<<10)
-	c.fr = http2.NewFramer(nil, c.br)
+	c.src.nc = nc
+	c.br = readBufs.Get().(*bufio.Reader)
+	c.br.Reset(&c.src)
+	c.fr = http2.NewFramer(nil, readerOf{c})
 	c.fr.SetMaxReadFrameSize(16384)
 	c.fw = http2.NewFramer(&c.out, nil)
 	c.enc = hpack.NewEncoder(&c.encBuf)
@@ -173,6 +175,68 @@ func (c *conn) serve() {
 	close(c.done)
 	_ = c.nc.Close()
 	c.running.Wait()
+	if c.br != nil { // only the read loop used it, and it has ended
+		c.br.Reset(nil)
+		readBufs.Put(c.br)
+		c.br = nil
+	}
+}
+
+// The read buffer is pooled: an idle connection over TLS waits for its
+// next frame with a one-byte read and no buffer (idleRead).
+var readBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
+// idleWaits counts idleRead's waits without a buffer (tests).
+var idleWaits atomic.Uint64
+
+// connSource is what the read buffer fills from: first the byte idleRead
+// took, then the connection.
+type connSource struct {
+	nc   net.Conn
+	pend [1]byte
+	has  bool
+}
+
+func (s *connSource) Read(p []byte) (int, error) {
+	if s.has {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		s.has = false
+		p[0] = s.pend[0]
+		return 1, nil
+	}
+	return s.nc.Read(p)
+}
+
+// readerOf lets the Framer read through whichever buffer the connection
+// holds at the time.
+type readerOf struct{ c *conn }
+
+func (r readerOf) Read(p []byte) (int, error) { return r.c.br.Read(p) }
+
+// idleRead waits for the next frame's first byte with the read buffer back
+// in its pool, whenever nothing is buffered: the loop usually comes back
+// here while the last response is still being written, so waiting only
+// with no stream open would keep the buffer on most idle connections.
+// Only over TLS: crypto/tls reads whole records from the socket either
+// way, so the one-byte read adds no system call, only a pool round trip.
+func (c *conn) idleRead() error {
+	if c.tls == nil || c.br.Buffered() != 0 || c.src.has {
+		return nil
+	}
+	c.br.Reset(nil)
+	readBufs.Put(c.br)
+	c.br = nil
+	idleWaits.Add(1)
+	_, err := io.ReadFull(c.nc, c.src.pend[:])
+	c.br = readBufs.Get().(*bufio.Reader)
+	c.br.Reset(&c.src)
+	if err != nil {
+		return err
+	}
+	c.src.has = true
+	return nil
 }
 
 // serveFrames reads the preface and frames until an error ends the
@@ -216,6 +280,9 @@ func (c *conn) serveFrames() error {
 			if err != nil {
 				return err
 			}
+		}
+		if err := c.idleRead(); err != nil {
+			return err
 		}
 		if err := c.readFrame(); err != nil {
 			return err
@@ -688,6 +755,9 @@ func (c *conn) flushLocked() (unlocked bool) {
 // dispatch hands a stream to an idle worker or starts one.
 func (c *conn) dispatchLocked(st *stream) {
 	c.running.Add(1)
+	if c.work == nil { // made with the first worker, dropped with the last (2 KiB an idle connection need not hold)
+		c.work = make(chan *stream, c.cfg.maxStreams)
+	}
 	if c.idleWorkers > 0 || c.workers >= int(c.cfg.maxStreams) {
 		c.work <- st
 		return
@@ -733,6 +803,9 @@ func (c *conn) worker(st *stream) {
 		}
 		c.idleWorkers--
 		c.workers--
+		if c.workers == 0 { // no goroutine can read it now; the next dispatch makes it again
+			c.work = nil
+		}
 		c.mu.Unlock()
 		return
 	}
