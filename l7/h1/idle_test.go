@@ -44,7 +44,8 @@ func TestTLSIdleWaitsWithoutBuffers(t *testing.T) {
 			go s.ServeConn(tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}}))
 		}
 	}()
-	before := idleWaits.Load() // before the dial: the server's first wait starts with the handshake
+	// Counted from before the dial: the server's first wait starts with the handshake.
+	before := idleWaits.Load()
 	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) // our own test certificate
 	if err != nil {
 		t.Fatal(err)
