@@ -188,3 +188,31 @@ func TestUnsolicitedUpstreamResponseIsNotServedToTheNextClient(t *testing.T) {
 		t.Fatalf("%v stale_connection replays: the desynced connection was used", n)
 	}
 }
+
+// The pools' connection totals appear on /metrics with the values upstream
+// reports.
+func TestUpstreamConnectionMetrics(t *testing.T) {
+	p := New(Options{})
+	fams, err := p.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := upstream.TotalCounts()
+	want := map[string]uint64{
+		"rampart_upstream_connections_opened_total":   tot.Dials,
+		"rampart_upstream_connections_reused_total":   tot.Reuses,
+		"rampart_upstream_connections_expired_total":  tot.Expired,
+		"rampart_upstream_connections_not_kept_total": tot.NotKept,
+	}
+	for _, f := range fams {
+		if w, ok := want[f.GetName()]; ok {
+			if v := f.GetMetric()[0].GetCounter().GetValue(); v < float64(w) {
+				t.Errorf("%s = %v, want at least %d", f.GetName(), v, w)
+			}
+			delete(want, f.GetName())
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing series %v", want)
+	}
+}

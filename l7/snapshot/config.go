@@ -189,7 +189,7 @@ const (
 	DefaultRequestBodyTimeoutMs = 30_000
 	DefaultTunnelIdleTimeoutMs  = 300_000
 	DefaultConnectTimeoutMs     = 2_000
-	DefaultMaxIdlePerEndpoint   = 256
+	DefaultMaxIdlePerEndpoint   = 1024
 )
 
 // IdempotencyKeyHeader returns the header named by "key:<Header>" and true,

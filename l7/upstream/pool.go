@@ -23,7 +23,7 @@ import (
 // PoolConfig tunes one endpoint's pool.
 type PoolConfig struct {
 	ConnectTimeout time.Duration // default 2s
-	MaxIdle        int           // idle connections kept, default 256
+	MaxIdle        int           // idle connections kept, default 1024
 	IdleTimeout    time.Duration // an idle connection older than this is closed, default 30s
 	// Limiter, when set, bounds connections across the pools sharing it.
 	Limiter *Limiter
@@ -56,7 +56,7 @@ func NewPool(addr string, cfg PoolConfig) *Pool {
 		cfg.ConnectTimeout = 2 * time.Second
 	}
 	if cfg.MaxIdle <= 0 {
-		cfg.MaxIdle = 256
+		cfg.MaxIdle = 1024
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 30 * time.Second
@@ -90,6 +90,23 @@ func (p *Pool) Stats() Stats {
 		st.Stale[i] = p.stale[i].Load()
 	}
 	return st
+}
+
+// Totals are the counters of every pool of the process since it started,
+// so that they outlive the pools a snapshot swap closes.
+type Totals struct {
+	Dials   uint64 // connections dialled
+	Reuses  uint64 // requests sent on an idle connection
+	Expired uint64 // idle connections closed for age instead of reused
+	NotKept uint64 // healthy connections closed on release: the idle list was full (max_idle_per_endpoint) or the pool closed
+}
+
+var poolTotal struct{ dials, reuses, expired, notKept atomic.Uint64 }
+
+// TotalCounts returns the process-wide pool counters.
+func TotalCounts() Totals {
+	return Totals{Dials: poolTotal.dials.Load(), Reuses: poolTotal.reuses.Load(),
+		Expired: poolTotal.expired.Load(), NotKept: poolTotal.notKept.Load()}
 }
 
 // Get returns an idle connection used within maxIdleAge (any age when
@@ -128,6 +145,7 @@ func (p *Pool) takeFresh(maxIdleAge time.Duration) *Conn {
 		age := now.Sub(c.idleSince)
 		if age > p.cfg.IdleTimeout || (maxIdleAge > 0 && age > maxIdleAge) {
 			p.expired.Add(1)
+			poolTotal.expired.Add(1)
 			c.close()
 			continue
 		}
@@ -139,6 +157,7 @@ func (p *Pool) takeFresh(maxIdleAge time.Duration) *Conn {
 		}
 		c.Reused = true
 		p.reuses.Add(1)
+		poolTotal.reuses.Add(1)
 		return c
 	}
 }
@@ -171,6 +190,7 @@ func (p *Pool) takeOldestIdle() *Conn {
 
 func (p *Pool) dial(ctx context.Context, deadline time.Time) (*Conn, error) {
 	p.dials.Add(1)
+	poolTotal.dials.Add(1)
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
@@ -206,6 +226,7 @@ func (p *Pool) put(c *Conn) {
 		return
 	}
 	p.mu.Unlock()
+	poolTotal.notKept.Add(1)
 	c.close()
 }
 

@@ -290,3 +290,42 @@ func TestStrayBytesBehindTheResponseAreNotPooled(t *testing.T) {
 		t.Fatalf("stats %+v: want 1 unsolicited, 2 dials", st)
 	}
 }
+
+// The process-wide totals count dials, reuses and the healthy connections
+// a full idle list could not keep.
+func TestTotalCounts(t *testing.T) {
+	b := newDesyncBackend(t, func(net.Conn) {}, make(chan struct{}))
+	p := NewPool(b.ln.Addr().String(), PoolConfig{MaxIdle: 1})
+	defer p.Close()
+	before := TotalCounts()
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	a, err := p.Get(ctx, deadline, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.Get(ctx, deadline, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release(true) // kept: the idle list has room for one
+	c.Release(true) // not kept: the list is full
+	d, err := p.Get(ctx, deadline, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Release(true)
+	got := TotalCounts()
+	if n := got.Dials - before.Dials; n != 2 {
+		t.Errorf("dials grew by %d, want 2", n)
+	}
+	if n := got.Reuses - before.Reuses; n != 1 {
+		t.Errorf("reuses grew by %d, want 1", n)
+	}
+	if n := got.NotKept - before.NotKept; n != 1 {
+		t.Errorf("not kept grew by %d, want 1", n)
+	}
+	if st := p.Stats(); st.Dials != 2 || st.Reuses != 1 || st.Idle != 1 {
+		t.Errorf("pool stats %+v, want 2 dials, 1 reuse, 1 idle", st)
+	}
+}
