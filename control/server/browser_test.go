@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -271,6 +272,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	show(t, tab, fmt.Sprintf(`article[data-rollout=%s]`, quote(r2.ID)))
 	screenshot(t, tab, shots, "rollback")
 
+	steerFromPage(t, in, tab, nodes, shots)
+
 	// Add a deny entry in the page's form.
 	do(t, tab, "fill the deny form", chromedp.SendKeys(chromedp.ID("deny-value"), "198.51.100.0/24"),
 		chromedp.SendKeys(chromedp.ID("deny-reason"), "scanner seen in the browser test"), chromedp.Click(chromedp.CSS(`#deny-form button[type=submit]`)))
@@ -393,4 +396,106 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Error("a read token sees the deny form")
 	}
 	screenshot(t, rtab, shots, "read-only")
+}
+
+// steerFromPage clicks a rollout's Pause, Resume and Abort buttons (the
+// admin is signed in on tab): a paused revision stays at its stage while
+// its nodes go on reporting, past the end its bake would have had;
+// resumed, it goes on to done; another revision aborted from the page is
+// shown aborted and rolled back with the reason. The page and the API
+// must agree at every step.
+func steerFromPage(t *testing.T, in *instance, tab context.Context, nodes map[string]*node, shots string) {
+	t.Helper()
+	const why = "from the dashboard by ops" // the reason the page sends
+	var list struct {
+		Bakes []float64 `json:"stage_bake_seconds"`
+	}
+	in.call(t, readToken, "GET", "/v1/rollouts", "", nil, nil, &list)
+
+	// Pause while the canary bakes (6 s: the click lands well inside it).
+	r := in.submit(t, cfgYAML(4, 100))
+	art := fmt.Sprintf(`document.querySelector('article[data-rollout=%s]')`, quote(r.ID))
+	sel := func(what string) string { return fmt.Sprintf(`article[data-rollout=%s] %s`, quote(r.ID), what) }
+	waitDOM(t, tab, r.ID+"'s canary baking with a Pause button", fmt.Sprintf(`(() => { const a = %s; return !!a &&
+		a.querySelector('li[data-stage=canary] .badge').textContent === "baking" && !!a.querySelector("button[data-action=pause]"); })()`, art))
+	do(t, tab, "click Pause "+r.ID, chromedp.Click(chromedp.CSS(sel("button[data-action=pause]"))))
+	waitDOM(t, tab, r.ID+" paused with the reason and a Resume button", fmt.Sprintf(`(() => { const a = %s;
+		return [...a.querySelectorAll("h3 .badge")].map((b) => b.textContent).join(",") === "staging,paused" &&
+		a.textContent.includes("Paused: %s") && !!a.querySelector("button[data-action=resume]") && !a.querySelector("button[data-action=pause]"); })()`, art, why))
+	ro := in.rollout(t, r.ID)
+	if !ro.Paused || ro.PauseReason != why || ro.State != model.StateStaging || ro.Phase != model.PhaseBaking {
+		t.Fatalf("the API after Pause on the page: paused %v (%q), state %s, phase %s; want paused (%q), staging, baking",
+			ro.Paused, ro.PauseReason, ro.State, ro.Phase, why)
+	}
+	stage, opened := ro.Stage, len(ro.Stages)
+
+	// Paused, it stays: the canary reports 20 more times and the engine
+	// judges the stage after its bake would have ended, and nothing moves.
+	bakeEnd := ro.PhaseSince.Add(time.Duration(list.Bakes[stage] * float64(time.Second)))
+	before := nodes["canary-1"].reports()
+	eventually(t, 60*time.Second, "20 more reports and a health sample after the bake's end", func() bool {
+		cur := in.rollout(t, r.ID)
+		h := cur.Stages[len(cur.Stages)-1].Health
+		return nodes["canary-1"].reports() >= before+20 && h != nil && h.At.After(bakeEnd)
+	})
+	ro = in.rollout(t, r.ID)
+	if !ro.Paused || ro.State != model.StateStaging || ro.Stage != stage || ro.Phase != model.PhaseBaking || len(ro.Stages) != opened || ro.Stages[opened-1].Result != "" {
+		t.Fatalf("a rollout paused on the page moved: state %s, stage %d (was %d), phase %s, %d stages opened (was %d), last result %q",
+			ro.State, ro.Stage, stage, ro.Phase, len(ro.Stages), opened, ro.Stages[len(ro.Stages)-1].Result)
+	}
+	stageLi := fmt.Sprintf(`%s.querySelector('li[data-stage=%s]')`, art, quote(ro.Stages[opened-1].Name))
+	waitDOM(t, tab, r.ID+" still paused at its stage, the bake shown held", fmt.Sprintf(`(() => { const li = %s; return %s.querySelectorAll("li[data-stage]").length === %d &&
+		li.querySelector(".badge").textContent === "baking" && li.textContent.includes("bake paused: %g s again from resume"); })()`, stageLi, art, opened, list.Bakes[stage]))
+	show(t, tab, fmt.Sprintf(`article[data-rollout=%s]`, quote(r.ID)))
+	screenshot(t, tab, shots, "rollout-paused")
+
+	// Resume: the bake starts again and the rollout goes on to done.
+	do(t, tab, "click Resume "+r.ID, chromedp.Click(chromedp.CSS(sel("button[data-action=resume]"))))
+	waitDOM(t, tab, r.ID+" resumed", fmt.Sprintf(`(() => { const a = %s; return !a.textContent.includes("Paused:") &&
+		![...a.querySelectorAll("h3 .badge")].some((b) => b.textContent === "paused") && !a.querySelector("button[data-action=resume]"); })()`, art))
+	// The bake left shown counts from the resume (the API's phase_since),
+	// not from when the stage first went active.
+	if left := js[string](t, tab, fmt.Sprintf(`((%s.textContent.match(/bake left (\d+) s/) || [])[1] || "")`, stageLi)); left != "" {
+		cur := in.rollout(t, r.ID)
+		want := list.Bakes[stage] - time.Since(cur.PhaseSince).Seconds()
+		if n, err := strconv.Atoi(left); err == nil && cur.Stage == stage && float64(n) < want-1 {
+			t.Errorf("after Resume the page shows %s s of bake left; the bake restarted at %s, so at least %.0f s are left", left, cur.PhaseSince, want-1)
+		}
+		t.Logf("after Resume the page showed %s s of bake left (the API: %.1f s)", left, want)
+	}
+	waitDOM(t, tab, r.ID+"'s paused stage passed after Resume", stageLi+`.querySelector(".badge").textContent === "passed"`)
+	waitDOM(t, tab, r.ID+" done after Resume", art+`.querySelector("h3 .badge").textContent === "done" && !`+art+`.querySelector("button")`)
+	if ro = in.rollout(t, r.ID); ro.State != model.StateDone || ro.Paused || ro.Stages[stage].Result != "passed" {
+		t.Fatalf("the API after Resume on the page: state %s, paused %v, stage %s %q; want done, not paused, passed", ro.State, ro.Paused, ro.Stages[stage].Name, ro.Stages[stage].Result)
+	}
+
+	// Abort another revision mid-stage: shown aborted, rolled back, why.
+	r = in.submit(t, cfgYAML(5, 100))
+	art = fmt.Sprintf(`document.querySelector('article[data-rollout=%s]')`, quote(r.ID))
+	waitDOM(t, tab, r.ID+"'s canary baking with an Abort button", fmt.Sprintf(`(() => { const a = %s; return !!a &&
+		a.querySelector('li[data-stage=canary] .badge').textContent === "baking" && !!a.querySelector("button[data-action=abort]"); })()`, art))
+	do(t, tab, "click Abort "+r.ID, chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-rollout=%s] button[data-action=abort]`, quote(r.ID)))))
+	waitDOM(t, tab, r.ID+" aborted and rolled back with the reason", fmt.Sprintf(`(() => { const a = %s;
+		return a.querySelector("h3 .badge").textContent === "aborted" && a.querySelector("[data-reason]").textContent === "Reason: %s" &&
+		/Rolled back to \S+/.test(a.textContent) && !a.querySelector("button"); })()`, art, why))
+	ro = in.rollout(t, r.ID)
+	if ro.State != model.StateAborted || ro.Reason != why || ro.RolledBackTo == "" {
+		t.Fatalf("the API after Abort on the page: state %s, reason %q, rolled back to %q; want aborted, %q, a rollback revision", ro.State, ro.Reason, ro.RolledBackTo, why)
+	}
+	if got := js[string](t, tab, "[..."+art+`.querySelectorAll("p")].find((p) => p.textContent.startsWith("Rolled back to ")).textContent.slice(15)`); got != ro.RolledBackTo {
+		t.Errorf("the page says %s was rolled back to %s; the API says %s", r.ID, got, ro.RolledBackTo)
+	}
+	var rb model.Revision
+	in.call(t, readToken, "GET", "/v1/revisions/"+ro.RolledBackTo, "", nil, nil, &rb)
+	waitDOM(t, tab, "every node converged on the rollback "+ro.RolledBackTo, fmt.Sprintf(`[...document.querySelectorAll("#fleet-body tr[data-node]")].every((r) =>
+		r.textContent.includes("converged") && r.querySelector("td:nth-child(5)").textContent.startsWith("v%s "))`, rb.Version))
+	show(t, tab, fmt.Sprintf(`article[data-rollout=%s]`, quote(r.ID)))
+	screenshot(t, tab, shots, "aborted")
+}
+
+// reports counts the node's reports so far (each serves 40 requests).
+func (n *node) reports() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.reqs / 40
 }

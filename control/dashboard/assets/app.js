@@ -184,7 +184,8 @@
         return el("li", { "data-stage": s.name }, el("strong", {}, s.name), " ", res, " · cohort " + ((s.nodes || []).length ? (s.nodes.length === 1 ? "1 node: " : s.nodes.length + " nodes: ") + s.nodes.join(", ") : "no nodes"),
           h ? " · " + h.nodes + " on new version, error rate " + pct(h.error_rate) + " vs " + h.reference + " " + pct(h.reference_error_rate) +
             (h.latency_ms ? ", latency " + h.latency_ms.toFixed(1) + " ms vs " + h.reference_latency_ms.toFixed(1) + " ms" : "") + " → " + h.verdict + (h.explained ? " (" + h.explained + ")" : "") : "",
-          s.active_at && !s.done_at && ro.state === "staging" ? " · bake left " + Math.max(0, Math.round((bakes[i] || 0) - (Date.now() - Date.parse(s.active_at)) / 1000)) + " s of " + (bakes[i] || 0) + " s" : "");
+          s.active_at && !s.done_at && ro.state === "staging" ? (ro.paused ? " · bake paused: " + (bakes[i] || 0) + " s again from resume" :
+            " · bake left " + Math.max(0, Math.round((bakes[i] || 0) - (Date.now() - Date.parse(ro.phase_since)) / 1000)) + " s of " + (bakes[i] || 0) + " s") : "");
       });
       const btn = (label, action) => el("button", { type: "button", class: "write", "data-action": action, onclick: () => {
         const reason = action === "resume" ? "" : "from the dashboard by " + me.name;
