@@ -108,7 +108,7 @@ func (w *response) writeHead() {
 	}
 	if _, ok := w.hdr["Date"]; !ok {
 		bw.WriteString("Date: ")
-		bw.WriteString(currentDate()[0])
+		bw.WriteString(wire.Date())
 		bw.WriteString("\r\n")
 	}
 	if w.framing == wire.Chunked {

@@ -1,31 +1,6 @@
 package h2
 
-import (
-	"net/http"
-	"sync"
-	"sync/atomic"
-	"time"
-)
+import "github.com/rampart-edge/rampart/l7/wire"
 
-// dateValue is the Date header, formatted once a second.
-var (
-	dateValue atomic.Pointer[string]
-	dateOnce  sync.Once
-)
-
-func currentDate() string {
-	dateOnce.Do(func() {
-		setDate()
-		go func() {
-			for range time.Tick(time.Second) {
-				setDate()
-			}
-		}()
-	})
-	return *dateValue.Load()
-}
-
-func setDate() {
-	v := time.Now().UTC().Format(http.TimeFormat)
-	dateValue.Store(&v)
-}
+// currentDate is the Date header value: l7/wire's, shared with l7/h1.
+func currentDate() string { return wire.Date() }

@@ -1,7 +1,8 @@
 // Package wire is the HTTP/1.1 message syntax rampart's server (l7/h1) and
 // upstream client (l7/upstream) share: line reading under a byte budget,
 // strict field splitting, framing headers, and body readers for
-// Content-Length, chunked and close-delimited bodies (RFC 9112).
+// Content-Length, chunked and close-delimited bodies (RFC 9112); and the
+// cached Date header value l7/h1 and l7/h2 both send.
 package wire
 
 import (
