@@ -9,23 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/deny"
-	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
-func cmdDeny(args []string) error {
-	if len(args) == 0 {
-		return errors.New("want 'deny build' or 'deny verify'")
-	}
-	switch args[0] {
-	case "build":
-		return denyBuild(args[1:])
-	case "verify":
-		return denyVerify(args[1:])
-	}
-	return fmt.Errorf("unknown deny command %q (want build or verify)", args[0])
-}
+func cmdDeny(args []string) error { return buildOrVerify("deny", args, denyBuild, denyVerify) }
 
 func denyBuild(args []string) error {
 	fs := flag.NewFlagSet("deny build", flag.ExitOnError)
@@ -47,19 +34,14 @@ func denyBuild(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *in, err)
 	}
-	priv, err := snapshot.ReadPrivateKey(*keyPath)
+	l, file, err := seal(*keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) {
+		file, err := deny.Build(entries, *seq, priv, now)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", *in, err)
+		}
+		return file, nil
+	}, deny.Parse)
 	if err != nil {
-		return err
-	}
-	file, err := deny.Build(entries, *seq, priv, now)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
-	}
-	l, err := deny.Parse(file, priv.Public().(ed25519.PublicKey))
-	if err != nil {
-		return fmt.Errorf("verify what was built: %w", err)
-	}
-	if err := envelope.WriteFileAtomic(*out, file, 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s: sequence %d, sha256 %s, %s, %d bytes\n", *out, l.Sequence(), l.DigestHex(), counts(l), len(file))
@@ -74,17 +56,9 @@ func denyVerify(args []string) error {
 		fs.Usage()
 		return errors.New("usage: rampart deny verify -pub KEY.pub FILE")
 	}
-	pub, err := snapshot.ReadPublicKey(*pubPath)
+	l, _, err := openSigned(*pubPath, fs.Arg(0), "deny file", deny.Parse)
 	if err != nil {
 		return err
-	}
-	data, err := os.ReadFile(fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("read deny file: %w", err)
-	}
-	l, err := deny.Parse(data, pub)
-	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	fmt.Printf("ok %s: sequence %d, sha256 %s, key %s, created %s, %s, %d CIDRs in force now\n",
 		fs.Arg(0), l.Sequence(), l.DigestHex(), l.KeyID(), l.CreatedAt().UTC().Format(time.RFC3339),

@@ -14,16 +14,7 @@ import (
 )
 
 func cmdRegionState(args []string) error {
-	if len(args) == 0 {
-		return errors.New("want 'regionstate build' or 'regionstate verify'")
-	}
-	switch args[0] {
-	case "build":
-		return regionStateBuild(args[1:])
-	case "verify":
-		return regionStateVerify(args[1:])
-	}
-	return fmt.Errorf("unknown regionstate command %q (want build or verify)", args[0])
+	return buildOrVerify("regionstate", args, regionStateBuild, regionStateVerify)
 }
 
 func regionStateBuild(args []string) error {
@@ -47,18 +38,14 @@ func regionStateBuild(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *in, err)
 	}
-	priv, err := envelope.ReadPrivateKey(*keyPath)
+	_, file, err := seal(*keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) {
+		file, err := regionstate.Build(priv, s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", *in, err)
+		}
+		return file, nil
+	}, regionstate.Parse)
 	if err != nil {
-		return err
-	}
-	file, err := regionstate.Build(priv, s)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
-	}
-	if _, err := regionstate.Parse(file, priv.Public().(ed25519.PublicKey)); err != nil {
-		return fmt.Errorf("verify what was built: %w", err)
-	}
-	if err := envelope.WriteFileAtomic(*out, file, 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s: version %s, %d regions, %d platforms, %d bytes\n", *out, s.Version, len(s.Regions), len(s.Platforms), len(file))
@@ -73,17 +60,9 @@ func regionStateVerify(args []string) error {
 		fs.Usage()
 		return errors.New("usage: rampart regionstate verify -key KEY.pub FILE")
 	}
-	pub, err := envelope.ReadPublicKey(*pubPath)
+	s, pub, err := openSigned(*pubPath, fs.Arg(0), "region-state file", regionstate.Parse)
 	if err != nil {
 		return err
-	}
-	data, err := os.ReadFile(fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("read region-state file: %w", err)
-	}
-	s, err := regionstate.Parse(data, pub)
-	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	now := time.Now()
 	fmt.Printf("ok %s: version %s, key %s, created %s (%s ago)\n", fs.Arg(0), s.Version, envelope.KeyID(pub),

@@ -8,21 +8,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/rampart-edge/rampart/format/envelope"
 	"github.com/rampart-edge/rampart/l7/snapshot"
 )
 
 func cmdSnapshot(args []string) error {
-	if len(args) == 0 {
-		return errors.New("want 'snapshot build' or 'snapshot verify'")
-	}
-	switch args[0] {
-	case "build":
-		return snapshotBuild(args[1:])
-	case "verify":
-		return snapshotVerify(args[1:])
-	}
-	return fmt.Errorf("unknown snapshot command %q (want build or verify)", args[0])
+	return buildOrVerify("snapshot", args, snapshotBuild, snapshotVerify)
 }
 
 func snapshotBuild(args []string) error {
@@ -51,21 +41,16 @@ func snapshotBuild(args []string) error {
 	if *seq != 0 {
 		cfg.Version.Sequence = *seq
 	}
-	priv, err := envelope.ReadPrivateKey(*keyPath)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
-	file, err := snapshot.Build(cfg, priv, time.Now())
+	s, file, err := seal(*keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) {
+		file, err := snapshot.Build(cfg, priv, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", *cfgPath, err)
+		}
+		return file, nil
+	}, snapshot.Parse)
 	if err != nil {
-		return fmt.Errorf("%s: %w", *cfgPath, err)
-	}
-	if err := envelope.WriteFileAtomic(*out, file, 0o644); err != nil {
 		return err
-	}
-	s, err := snapshot.Parse(file, priv.Public().(ed25519.PublicKey))
-	if err != nil {
-		return fmt.Errorf("verify what was written: %w", err)
 	}
 	fmt.Printf("wrote %s: %s version %s, digest %s, %d routes, %d clusters, %d bytes, compiled in %s\n",
 		*out, snapshot.Format, s.Version, s.DigestHex(), len(cfg.Routes), len(cfg.Clusters), len(file), time.Since(start).Round(time.Millisecond))
@@ -80,17 +65,9 @@ func snapshotVerify(args []string) error {
 		fs.Usage()
 		return errors.New("usage: rampart snapshot verify -pub KEY.pub FILE.snap")
 	}
-	pub, err := envelope.ReadPublicKey(*pubPath)
+	s, _, err := openSigned(*pubPath, fs.Arg(0), "snapshot", snapshot.Parse)
 	if err != nil {
 		return err
-	}
-	data, err := os.ReadFile(fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
-	}
-	s, err := snapshot.Parse(data, pub)
-	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	fmt.Printf("ok %s: %s version %s, digest %s, key %s, created %s, %d routes, %d clusters, %d listeners\n",
 		fs.Arg(0), snapshot.Format, s.Version, s.DigestHex(), s.KeyID, s.CreatedAt.UTC().Format(time.RFC3339),
