@@ -61,6 +61,34 @@ func runEnv(t *testing.T, env []string, args ...string) (string, int) {
 	return string(out), code
 }
 
+// writeSnapshot makes, with the binary, a key pair dir/k and a snapshot
+// signed with it at snap: version 1.1, listener web on listen, cluster app
+// at upstream and one GET route id on path. It returns the key pair's base
+// name (base+".pub" verifies the snapshot).
+func writeSnapshot(t *testing.T, dir, snap, listen, upstream, id, path string, timeoutMs int) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`version: {epoch: 1, sequence: 1}
+listeners:
+  - {name: web, address: %q}
+clusters:
+  - {name: app, endpoints: [{address: %q}]}
+routes:
+  - {id: %s, host: "*", methods: [GET], path_template: %q, upstream_cluster: app, timeout_ms: %d}
+`, listen, upstream, id, path, timeoutMs)
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "k")
+	if out, code := run(t, "keygen", "-out", key); code != 0 {
+		t.Fatalf("keygen: %s", out)
+	}
+	if out, code := run(t, "snapshot", "build", "-config", cfgPath, "-key", key+".key", "-out", snap); code != 0 {
+		t.Fatalf("snapshot build: %s", out)
+	}
+	return key
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,26 +150,8 @@ func TestProxyFromTheBinary(t *testing.T) {
 	go up.Serve(upLn)
 	defer up.Close()
 	listen, admin := freeAddr(t), freeAddr(t)
-	cfg := fmt.Sprintf(`version: {epoch: 1, sequence: 1}
-listeners:
-  - {name: web, address: %q}
-clusters:
-  - {name: app, endpoints: [{address: %q}]}
-routes:
-  - {id: hello, host: "*", methods: [GET], path_template: "/hello/{name}", upstream_cluster: app, timeout_ms: 1000}
-`, listen, upLn.Addr().String())
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	key := filepath.Join(dir, "k")
-	if out, code := run(t, "keygen", "-out", key); code != 0 {
-		t.Fatal(out)
-	}
 	snapPath := filepath.Join(dir, "1.snap")
-	if out, code := run(t, "snapshot", "build", "-config", cfgPath, "-key", key+".key", "-out", snapPath); code != 0 {
-		t.Fatal(out)
-	}
+	key := writeSnapshot(t, dir, snapPath, listen, upLn.Addr().String(), "hello", "/hello/{name}", 1000)
 	out, code := run(t, "snapshot", "verify", "-pub", key+".pub", snapPath)
 	if code != 0 || !strings.Contains(out, "rampart.snapshot.v2 version 1.1") || !strings.Contains(out, "digest ") {
 		t.Fatalf("verify: %d %s", code, out)

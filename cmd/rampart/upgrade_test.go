@@ -46,25 +46,7 @@ func startUpgradeProxy(t *testing.T, extra ...string) *upgradeProxy {
 	go func() { _ = up.Serve(upLn) }()
 	t.Cleanup(func() { _ = up.Close() })
 	listen, admin := freeAddr(t), freeAddr(t)
-	cfg := fmt.Sprintf(`version: {epoch: 1, sequence: 1}
-listeners:
-  - {name: web, address: %q}
-clusters:
-  - {name: app, endpoints: [{address: %q}]}
-routes:
-  - {id: r, host: "*", methods: [GET], path_template: "/r/{n}", upstream_cluster: app, timeout_ms: 5000}
-`, listen, upLn.Addr().String())
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	key := filepath.Join(dir, "k")
-	if out, code := run(t, "keygen", "-out", key); code != 0 {
-		t.Fatal(out)
-	}
-	if out, code := run(t, "snapshot", "build", "-config", cfgPath, "-key", key+".key", "-out", filepath.Join(snaps, "1.snap")); code != 0 {
-		t.Fatal(out)
-	}
+	key := writeSnapshot(t, dir, filepath.Join(snaps, "1.snap"), listen, upLn.Addr().String(), "r", "/r/{n}", 5000)
 	bin := filepath.Join(dir, "rampart")
 	copyFile(t, rampartBin, bin)
 	args := append([]string{"proxy", "-snapshot-dir", snaps, "-state-dir", filepath.Join(dir, "state"),
