@@ -4,13 +4,12 @@ import (
 	"bufio"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rampart-edge/rampart/l7/certgen"
+	"github.com/rampart-edge/rampart/l7/tlstest"
 )
 
 // TestTLSIdleWaitsWithoutBuffers: on TLS, a keep-alive connection waits
@@ -18,35 +17,14 @@ import (
 // here), and requests after a wait, pipelined ones and a large head all
 // come through whole.
 func TestTLSIdleWaitsWithoutBuffers(t *testing.T) {
-	certFile, keyFile, err := certgen.Ensure(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &Server{MaxHeaderBytes: 32 << 10, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, r.URL.Path+" "+r.Header.Get("X-Big")[:min(3, len(r.Header.Get("X-Big")))])
 		})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.ServeConn(tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}}))
-		}
-	}()
-	// Counted from before the dial: the server's first wait starts with the handshake.
+	srv := tlstest.Serve(t, func(c *tls.Conn) { s.ServeConn(c) })
+	// Counted from before the dial: every wait of this connection is in.
 	before := idleWaits.Load()
-	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) // our own test certificate
+	c, err := tls.Dial("tcp", srv.Addr, srv.ClientConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

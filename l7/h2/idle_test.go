@@ -3,7 +3,6 @@ package h2
 import (
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,50 +10,24 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/rampart-edge/rampart/l7/certgen"
+	"github.com/rampart-edge/rampart/l7/tlstest"
 )
 
 // TestTLSIdleWaitsWithoutBuffer: over TLS, a connection with no open
 // stream waits for its next frame with the read buffer pooled, and
 // requests after such a wait (with and without a body) come through whole.
 func TestTLSIdleWaitsWithoutBuffer(t *testing.T) {
-	certFile, keyFile, err := certgen.Ensure(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		io.WriteString(w, r.URL.Path+" "+string(b))
 	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}})
-				if tc.Handshake() == nil {
-					s.ServeConn(tc)
-				}
-			}()
-		}
-	}()
+	srv := tlstest.Serve(t, func(c *tls.Conn) { s.ServeConn(c) }, "h2")
 	before := idleWaits.Load()
-	tr := &http2.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // our own test certificate
+	tr := &http2.Transport{TLSClientConfig: srv.ClientConfig()}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: 30 * time.Second} // a liveness bound
 	for _, p := range []string{"/a", "/b", "/c"} {
-		resp, err := c.Get("https://" + ln.Addr().String() + p)
+		resp, err := c.Get("https://" + srv.Addr + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +38,7 @@ func TestTLSIdleWaitsWithoutBuffer(t *testing.T) {
 		}
 	}
 	big := strings.Repeat("z", 100<<10) // DATA frames over several TLS records while the stream is open
-	resp, err := c.Post("https://"+ln.Addr().String()+"/post", "text/plain", strings.NewReader(big))
+	resp, err := c.Post("https://"+srv.Addr+"/post", "text/plain", strings.NewReader(big))
 	if err != nil {
 		t.Fatal(err)
 	}
