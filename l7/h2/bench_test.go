@@ -19,35 +19,9 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkServe -benchmem -count 5 ./l7/h2
 func BenchmarkServe(b *testing.B) {
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = io.WriteString(w, "hello, world\n")
-	})
-	servers := map[string]func(net.Conn){
-		"rampart": (&Server{Handler: handler}).ServeConn,
-		"std": func(c net.Conn) {
-			(&http2.Server{}).ServeConn(c, &http2.ServeConnOpts{Handler: handler})
-		},
-	}
-	for _, name := range []string{"rampart", "std"} {
-		serveConn := servers[name]
-		b.Run(name, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			var wg sync.WaitGroup
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					wg.Add(1)
-					go func() { defer wg.Done(); serveConn(c) }()
-				}
-			}()
+	for _, srv := range benchServers() {
+		b.Run(srv.name, func(b *testing.B) {
+			ln := benchListen(b, srv.serveConn)
 			const conns = 8
 			clients := make([]*http.Client, conns)
 			for i := range clients {
@@ -97,33 +71,9 @@ func BenchmarkServe(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkServeRaw -benchmem -count 5 ./l7/h2
 func BenchmarkServeRaw(b *testing.B) {
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = io.WriteString(w, "hello, world\n")
-	})
-	servers := map[string]func(net.Conn){
-		"rampart": (&Server{Handler: handler}).ServeConn,
-		"std": func(c net.Conn) {
-			(&http2.Server{}).ServeConn(c, &http2.ServeConnOpts{Handler: handler})
-		},
-	}
-	for _, name := range []string{"rampart", "std"} {
-		serveConn := servers[name]
-		b.Run(name, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go serveConn(c)
-				}
-			}()
+	for _, srv := range benchServers() {
+		b.Run(srv.name, func(b *testing.B) {
+			ln := benchListen(b, srv.serveConn)
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -193,4 +143,45 @@ func BenchmarkServeRaw(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 		})
 	}
+}
+
+// benchServer is one of the servers the benchmarks compare.
+type benchServer struct {
+	name      string
+	serveConn func(net.Conn)
+}
+
+// benchServers are rampart's server and x/net's, in the order the
+// benchmarks run them, each answering every request "hello, world\n".
+func benchServers() []benchServer {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "hello, world\n")
+	})
+	return []benchServer{
+		{"rampart", (&Server{Handler: handler}).ServeConn},
+		{"std", func(c net.Conn) { (&http2.Server{}).ServeConn(c, &http2.ServeConnOpts{Handler: handler}) }},
+	}
+}
+
+// benchListen serves every connection accepted on a loopback listener with
+// serveConn, each in a goroutine of its own; the listener closes at the end
+// of the benchmark run.
+func benchListen(b *testing.B, serveConn func(net.Conn)) net.Listener {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveConn(c)
+		}
+	}()
+	return ln
 }
