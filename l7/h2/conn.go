@@ -2,7 +2,6 @@ package h2
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -89,8 +88,7 @@ type conn struct {
 	out      outBuf
 	spare    []byte
 	fw       *http2.Framer
-	enc      *hpack.Encoder
-	encBuf   bytes.Buffer
+	enc      blockEncoder
 	flushing bool
 	yielding bool // a handler gave way to other goroutines and flushes after them (flushSoonLocked)
 	queued   int  // control replies queued since the last write
@@ -141,7 +139,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.fr = http2.NewFramer(nil, readerOf{c})
 	c.fr.SetMaxReadFrameSize(16384)
 	c.fw = http2.NewFramer(&c.out, nil)
-	c.enc = hpack.NewEncoder(&c.encBuf)
+	c.enc = newBlockEncoder()
 	c.dec = hpack.NewDecoder(4096, nil)
 	// A string over the header list limit is a 431 (emit sees it), not
 	// a decoding error; the block itself is bounded to twice the limit.
@@ -481,7 +479,7 @@ func (c *conn) settingsFrame(f *http2.SettingsFrame, now time.Time) error {
 		}
 		switch s.ID {
 		case http2.SettingHeaderTableSize:
-			c.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			c.enc.setTableLimit(s.Val)
 		case http2.SettingMaxFrameSize:
 			c.peerMaxFrame = s.Val
 		case http2.SettingInitialWindowSize:

@@ -409,7 +409,7 @@ func (c *conn) canonical(name string) string {
 }
 
 var commonCanonical = map[string]string{}
-var commonLower = map[string]string{}
+var commonWire = map[string]wireName{}
 
 func init() {
 	for _, k := range []string{"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language", "Accept-Ranges",
@@ -425,20 +425,6 @@ func init() {
 		"Sec-Fetch-Dest", "Sec-Fetch-Mode", "Sec-Fetch-Site", "Sec-Fetch-User", "Upgrade-Insecure-Requests"} {
 		l := strings.ToLower(k)
 		commonCanonical[l] = k
-		commonLower[k] = l
+		commonWire[k] = wireName{l, staticIndex[l]}
 	}
-}
-
-// lower is the wire name of a canonical header key; ok is false for a
-// name that cannot be sent.
-func lower(k string) (string, bool) {
-	if v, ok := commonLower[k]; ok {
-		return v, true
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] >= 0x80 {
-			return "", false
-		}
-	}
-	return strings.ToLower(k), true
 }

@@ -544,9 +544,9 @@ func (w *responseWriter) WriteHeaderLocked(code int) {
 // writeHeadersLocked encodes and queues a HEADERS frame (and CONTINUATION
 // frames past the client's frame size). status 0: trailers.
 func (c *conn) writeHeadersLocked(id uint32, status int, h http.Header, end, trailers bool, skip ...string) {
-	c.encBuf.Reset()
+	c.enc.begin()
 	if !trailers {
-		_ = c.enc.WriteField(hpackField(":status", statusText(status)))
+		c.enc.status(status)
 	}
 	for k, vv := range h {
 		switch k {
@@ -558,18 +558,18 @@ func (c *conn) writeHeadersLocked(id uint32, status int, h http.Header, end, tra
 		if strings.HasPrefix(k, http.TrailerPrefix) || len(skip) > 0 && slices.Contains(skip, k) {
 			continue
 		}
-		name, ok := lower(k)
-		if !ok || !validWireName(name) {
+		wn, ok := wireNameOf(k)
+		if !ok || !validWireName(wn.name) {
 			continue
 		}
 		for _, v := range vv {
 			if !validFieldValue(v) {
 				continue
 			}
-			_ = c.enc.WriteField(hpackField(name, v))
+			c.enc.field(wn.name, wn.static, v)
 		}
 	}
-	b := c.encBuf.Bytes()
+	b := c.enc.buf
 	max := int(c.peerMaxFrame)
 	first := min(len(b), max)
 	_ = c.fw.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:first],
