@@ -15,6 +15,7 @@ import (
 
 	"github.com/rampart-edge/rampart/l7/wire"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,6 +323,14 @@ func (c *Conn) Answered(wait time.Duration, deadline time.Time) bool {
 	}
 	t := time.Now().Add(wait)
 	if !t.Before(deadline) {
+		return true
+	}
+	// Give way to the goroutines ready to run first: under load the answer
+	// usually arrives meanwhile, and Peek's read(2) then finds it instead of
+	// failing with EAGAIN and parking in the poller (one syscall and one
+	// wake-up fewer). When nothing else is ready, Gosched returns at once.
+	runtime.Gosched()
+	if c.br.Buffered() > 0 {
 		return true
 	}
 	_ = c.nc.SetReadDeadline(t)
