@@ -11,9 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rampart-edge/rampart/l7/connset"
 )
 
 // Server serves HTTP/1.1 on connections handed to ServeConn.
@@ -43,10 +44,8 @@ type Server struct {
 	// BaseContext is the parent of every request context; nil: Background.
 	BaseContext context.Context
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
+	conns    connset.Set[*conn]
 	shutting atomic.Bool
-	wg       sync.WaitGroup
 }
 
 // bufSize is the read buffer per connection: no single header line may be
@@ -57,19 +56,8 @@ const bufSize = 16 << 10
 // a timeout ends it, or the server shuts down. It closes the connection.
 func (s *Server) ServeConn(nc net.Conn) {
 	c := newConn(s, nc)
-	s.mu.Lock()
-	if s.conns == nil {
-		s.conns = map[*conn]struct{}{}
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.wg.Done()
-	}()
+	s.conns.Add(c)
+	defer s.conns.Remove(c)
 	c.serve()
 }
 
@@ -78,25 +66,8 @@ func (s *Server) ServeConn(nc net.Conn) {
 // until ctx ends, when it closes what is left and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutting.Store(true)
-	s.mu.Lock()
-	for c := range s.conns {
-		c.interruptIfIdle()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
-			_ = c.nc.Close()
-		}
-		s.mu.Unlock()
-		<-done
-		return ctx.Err()
-	}
+	s.conns.Each((*conn).interruptIfIdle)
+	return s.conns.Wait(ctx, func(c *conn) { _ = c.nc.Close() })
 }
 
 func (s *Server) logger() *slog.Logger {

@@ -455,10 +455,7 @@ func TestShutdownServesAFreshConnectionsFirstRequest(t *testing.T) {
 	<-accepted
 	<-accepted
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) { // both registered
-		s.mu.Lock()
-		n := len(s.conns)
-		s.mu.Unlock()
-		if n == 2 {
+		if s.conns.Len() == 2 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -81,13 +81,11 @@ func TestIdleConnectionMemory(t *testing.T) {
 }
 
 func workers(s *Server) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for c := range s.conns {
+	s.conns.Each(func(c *conn) {
 		c.mu.Lock()
 		n += c.workers
 		c.mu.Unlock()
-	}
+	})
 	return n
 }

@@ -14,9 +14,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rampart-edge/rampart/l7/connset"
 )
 
 // Server serves HTTP/2 on connections handed to ServeConn (after TLS with
@@ -76,10 +77,8 @@ type Server struct {
 
 	workerIdle time.Duration // tests: how long an idle worker stays (0: workerIdle)
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
+	conns    connset.Set[*conn]
 	shutting atomic.Bool
-	wg       sync.WaitGroup
 }
 
 // Defaults of the zero-valued settings.
@@ -151,19 +150,8 @@ func (s *Server) settings() settings {
 // closes the connection.
 func (s *Server) ServeConn(nc net.Conn) {
 	c := newConn(s, nc)
-	s.mu.Lock()
-	if s.conns == nil {
-		s.conns = map[*conn]struct{}{}
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.wg.Done()
-	}()
+	s.conns.Add(c)
+	defer s.conns.Remove(c)
 	if s.shutting.Load() {
 		c.shutdown()
 	}
@@ -176,25 +164,8 @@ func (s *Server) ServeConn(nc net.Conn) {
 // when it closes what is left and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutting.Store(true)
-	s.mu.Lock()
-	for c := range s.conns {
-		c.shutdown()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		for c := range s.conns {
-			_ = c.nc.Close()
-		}
-		s.mu.Unlock()
-		<-done
-		return ctx.Err()
-	}
+	s.conns.Each((*conn).shutdown)
+	return s.conns.Wait(ctx, func(c *conn) { _ = c.nc.Close() })
 }
 
 // FreshConnGrace is how long a connection that has sent no request when
