@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -25,22 +24,12 @@ func denyBuild(args []string) error {
 		fs.Usage()
 		return errors.New("usage: rampart deny build -in ENTRIES.yaml -key KEY -sequence N -out FILE")
 	}
-	data, err := os.ReadFile(*in)
-	if err != nil {
-		return fmt.Errorf("read entries: %w", err)
-	}
 	now := time.Now()
-	entries, err := deny.ParseYAML(data, now)
+	entries, err := readSource(*in, "entries", func(b []byte) ([]deny.Entry, error) { return deny.ParseYAML(b, now) })
 	if err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
+		return err
 	}
-	l, file, err := seal(*keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) {
-		file, err := deny.Build(entries, *seq, priv, now)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", *in, err)
-		}
-		return file, nil
-	}, deny.Parse)
+	l, file, err := seal(*in, *keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) { return deny.Build(entries, *seq, priv, now) }, deny.Parse)
 	if err != nil {
 		return err
 	}
@@ -49,19 +38,12 @@ func denyBuild(args []string) error {
 }
 
 func denyVerify(args []string) error {
-	fs := flag.NewFlagSet("deny verify", flag.ExitOnError)
-	pubPath := fs.String("pub", "", "Ed25519 public key, PEM (required)")
-	_ = fs.Parse(args)
-	if *pubPath == "" || fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("usage: rampart deny verify -pub KEY.pub FILE")
-	}
-	l, _, err := openSigned(*pubPath, fs.Arg(0), "deny file", deny.Parse)
+	l, _, path, err := verifySigned("deny", "pub", "deny file", args, deny.Parse)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("ok %s: sequence %d, sha256 %s, key %s, created %s, %s, %d CIDRs in force now\n",
-		fs.Arg(0), l.Sequence(), l.DigestHex(), l.KeyID(), l.CreatedAt().UTC().Format(time.RFC3339),
+		path, l.Sequence(), l.DigestHex(), l.KeyID(), l.CreatedAt().UTC().Format(time.RFC3339),
 		counts(l), len(l.CIDRs(time.Now())))
 	return nil
 }

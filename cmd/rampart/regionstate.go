@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -30,21 +29,11 @@ func regionStateBuild(args []string) error {
 		fs.Usage()
 		return errors.New("usage: rampart regionstate build -in STATE.yaml -key KEY -epoch E -sequence S -out FILE")
 	}
-	src, err := os.ReadFile(*in)
+	s, err := readSource(*in, "region-state source", func(b []byte) (*regionstate.State, error) { return regionstate.ParseYAML(b, v, time.Now()) })
 	if err != nil {
-		return fmt.Errorf("read region-state source: %w", err)
+		return err
 	}
-	s, err := regionstate.ParseYAML(src, v, time.Now())
-	if err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
-	}
-	_, file, err := seal(*keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) {
-		file, err := regionstate.Build(priv, s)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", *in, err)
-		}
-		return file, nil
-	}, regionstate.Parse)
+	_, file, err := seal(*in, *keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) { return regionstate.Build(priv, s) }, regionstate.Parse)
 	if err != nil {
 		return err
 	}
@@ -53,19 +42,12 @@ func regionStateBuild(args []string) error {
 }
 
 func regionStateVerify(args []string) error {
-	fs := flag.NewFlagSet("regionstate verify", flag.ExitOnError)
-	pubPath := fs.String("key", "", "Ed25519 public key, PEM (required)")
-	_ = fs.Parse(args)
-	if *pubPath == "" || fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("usage: rampart regionstate verify -key KEY.pub FILE")
-	}
-	s, pub, err := openSigned(*pubPath, fs.Arg(0), "region-state file", regionstate.Parse)
+	s, pub, path, err := verifySigned("regionstate", "key", "region-state file", args, regionstate.Parse)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	fmt.Printf("ok %s: version %s, key %s, created %s (%s ago)\n", fs.Arg(0), s.Version, envelope.KeyID(pub),
+	fmt.Printf("ok %s: version %s, key %s, created %s (%s ago)\n", path, s.Version, envelope.KeyID(pub),
 		s.Created.Format(time.RFC3339Nano), now.Sub(s.Created).Round(time.Millisecond))
 	for _, r := range s.Regions {
 		var flags []string

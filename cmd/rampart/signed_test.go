@@ -122,7 +122,7 @@ func TestSealAndOpenSigned(t *testing.T) {
 		return string(b[:3]), nil
 	}
 	out := filepath.Join(dir, "doc")
-	doc, file, err := seal(key, out, build, parse)
+	doc, file, err := seal("toy.yaml", key, out, build, parse)
 	if err != nil || doc != "doc" || len(file) != 3+ed25519.SignatureSize {
 		t.Fatalf("seal: %q, %d bytes, %v", doc, len(file), err)
 	}
@@ -133,17 +133,17 @@ func TestSealAndOpenSigned(t *testing.T) {
 
 	// Failures: nothing written, the error says what.
 	broken := filepath.Join(dir, "broken")
-	if _, _, err := seal(key, broken, func(ed25519.PrivateKey) ([]byte, error) { return []byte("doc!"), nil }, parse); err == nil ||
+	if _, _, err := seal("toy.yaml", key, broken, func(ed25519.PrivateKey) ([]byte, error) { return []byte("doc!"), nil }, parse); err == nil ||
 		!strings.Contains(err.Error(), "verify what was built: bad signature") {
 		t.Fatalf("seal of bytes that do not parse back: %v", err)
 	}
-	if _, _, err := seal(key, broken, func(ed25519.PrivateKey) ([]byte, error) { return nil, errors.New("no entries") }, parse); err == nil || err.Error() != "no entries" {
+	if _, _, err := seal("toy.yaml", key, broken, func(ed25519.PrivateKey) ([]byte, error) { return nil, errors.New("no entries") }, parse); err == nil || err.Error() != "toy.yaml: no entries" {
 		t.Fatalf("seal with a failing build: %v", err)
 	}
-	if _, _, err := seal(filepath.Join(dir, "none.key"), broken, build, parse); err == nil || !strings.Contains(err.Error(), "private key") {
+	if _, _, err := seal("toy.yaml", filepath.Join(dir, "none.key"), broken, build, parse); err == nil || !strings.Contains(err.Error(), "private key") {
 		t.Fatalf("seal without a key: %v", err)
 	}
-	if _, _, err := seal(pubPath, broken, build, parse); err == nil {
+	if _, _, err := seal("toy.yaml", pubPath, broken, build, parse); err == nil {
 		t.Fatal("seal with a public key as the private one: no error")
 	}
 	if _, err := os.Stat(broken); !os.IsNotExist(err) {
@@ -160,5 +160,37 @@ func TestSealAndOpenSigned(t *testing.T) {
 	}
 	if _, _, err := openSigned(pubPath, broken, "toy file", parse); err == nil || err.Error() != broken+": bad signature" {
 		t.Fatalf("openSigned of a bad file: %v", err)
+	}
+	if got, _, path, err := verifySigned("toy", "pub", "toy file", []string{"-pub", pubPath, out}, parse); err != nil || got != "doc" || path != out {
+		t.Fatalf("verifySigned: %q %q %v", got, path, err)
+	}
+	if _, _, _, err := verifySigned("toy", "pub", "toy file", []string{"-pub", pubPath}, parse); err == nil || err.Error() != "usage: rampart toy verify -pub KEY.pub FILE" {
+		t.Fatalf("verifySigned without a file: %v", err)
+	}
+}
+
+func TestReadSource(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.yaml")
+	if err := os.WriteFile(src, []byte("42"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(b []byte) (int, error) {
+		if string(b) != "42" {
+			return 0, errors.New("not the answer")
+		}
+		return 42, nil
+	}
+	if v, err := readSource(src, "toy source", parse); err != nil || v != 42 {
+		t.Fatalf("readSource: %d %v", v, err)
+	}
+	if _, err := readSource(filepath.Join(dir, "missing.yaml"), "toy source", parse); err == nil || !strings.HasPrefix(err.Error(), "read toy source: ") || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("readSource of a missing file: %v", err)
+	}
+	if err := os.WriteFile(src, []byte("41"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readSource(src, "toy source", parse); err == nil || err.Error() != src+": not the answer" {
+		t.Fatalf("readSource of a bad source: %v", err)
 	}
 }

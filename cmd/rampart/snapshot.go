@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/rampart-edge/rampart/l7/snapshot"
@@ -27,13 +26,9 @@ func snapshotBuild(args []string) error {
 		fs.Usage()
 		return errors.New("-config, -key and -out are required")
 	}
-	data, err := os.ReadFile(*cfgPath)
+	cfg, err := readSource(*cfgPath, "config", snapshot.ParseYAML)
 	if err != nil {
-		return fmt.Errorf("read config: %w", err)
-	}
-	cfg, err := snapshot.ParseYAML(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *cfgPath, err)
+		return err
 	}
 	if *epoch != 0 {
 		cfg.Version.Epoch = *epoch
@@ -42,13 +37,7 @@ func snapshotBuild(args []string) error {
 		cfg.Version.Sequence = *seq
 	}
 	start := time.Now()
-	s, file, err := seal(*keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) {
-		file, err := snapshot.Build(cfg, priv, time.Now())
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", *cfgPath, err)
-		}
-		return file, nil
-	}, snapshot.Parse)
+	s, file, err := seal(*cfgPath, *keyPath, *out, func(priv ed25519.PrivateKey) ([]byte, error) { return snapshot.Build(cfg, priv, time.Now()) }, snapshot.Parse)
 	if err != nil {
 		return err
 	}
@@ -58,19 +47,12 @@ func snapshotBuild(args []string) error {
 }
 
 func snapshotVerify(args []string) error {
-	fs := flag.NewFlagSet("snapshot verify", flag.ExitOnError)
-	pubPath := fs.String("pub", "", "Ed25519 public key, PEM (required)")
-	_ = fs.Parse(args)
-	if *pubPath == "" || fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("usage: rampart snapshot verify -pub KEY.pub FILE.snap")
-	}
-	s, _, err := openSigned(*pubPath, fs.Arg(0), "snapshot", snapshot.Parse)
+	s, _, path, err := verifySigned("snapshot", "pub", "snapshot", args, snapshot.Parse)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("ok %s: %s version %s, digest %s, key %s, created %s, %d routes, %d clusters, %d listeners\n",
-		fs.Arg(0), snapshot.Format, s.Version, s.DigestHex(), s.KeyID, s.CreatedAt.UTC().Format(time.RFC3339),
+		path, snapshot.Format, s.Version, s.DigestHex(), s.KeyID, s.CreatedAt.UTC().Format(time.RFC3339),
 		len(s.Config.Routes), len(s.Config.Clusters), len(s.Config.Listeners))
 	return nil
 }
