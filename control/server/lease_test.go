@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -38,18 +36,8 @@ type leaseNode struct {
 
 func newLeaseNode(t *testing.T, url string, id model.Identity, rate float64) *leaseNode {
 	n := &leaseNode{id: id, dir: t.TempDir(), rate: rate, since: time.Now()}
-	c, err := nodeclient.New(nodeclient.Config{URL: url, Token: nodeToken, Identity: id, PublicKey: testPub,
-		SnapshotDir: filepath.Join(n.dir, "snapshots"), RegionStateFile: filepath.Join(n.dir, "region-state.json"),
-		Reporter: n.observe, ReportInterval: 100 * time.Millisecond, WatchTimeout: 2 * time.Second,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.cl = c
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	n.cl = newRegionClient(t, url, id, n.dir, n.observe, 100*time.Millisecond)
+	runClient(t, n.cl)
 	return n
 }
 
@@ -72,15 +60,7 @@ func (n *leaseNode) setRate(r float64) {
 }
 
 func (n *leaseNode) state(t *testing.T) *regionstate.State {
-	data, err := os.ReadFile(filepath.Join(n.dir, "region-state.json"))
-	if err != nil {
-		return nil
-	}
-	s, err := regionstate.Parse(data, testPub)
-	if err != nil {
-		t.Fatalf("node %s: its region-state file does not verify: %v", n.id.NodeID, err)
-	}
-	return s
+	return regionStateIn(t, n.dir, n.id.NodeID)
 }
 
 // TestGlobalQuotaLeases: six nodes in three regions report their demand

@@ -134,12 +134,19 @@ func (n *node) startClient(t *testing.T, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.client = c
+	n.stop = runClient(t, c)
+}
+
+// runClient runs c until the returned stop is called or the test ends
+// (stop may be called more than once); stop waits for Run to return.
+func runClient(t *testing.T, c *nodeclient.Client) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
-	n.client = c
-	n.stop = func() { cancel(); <-done }
-	t.Cleanup(n.stop)
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 func (n *node) fake() *fakeProxy {

@@ -59,20 +59,39 @@ type regionNode struct {
 
 func newRegionNode(t *testing.T, url string, id model.Identity) *regionNode {
 	n := &regionNode{id: id, dir: t.TempDir(), ready: true, accounts: 1}
+	n.client = newRegionClient(t, url, id, n.dir, n.observe, 50*time.Millisecond)
+	n.stop = runClient(t, n.client)
+	return n
+}
+
+// newRegionClient is a real node client for id that keeps its snapshots
+// and its region-state file (regionStateIn reads it) in dir, and reports
+// what report observes every interval. Not started: runClient runs it.
+func newRegionClient(t *testing.T, url string, id model.Identity, dir string,
+	report func(context.Context) (nodeclient.Observation, error), interval time.Duration) *nodeclient.Client {
+	t.Helper()
 	c, err := nodeclient.New(nodeclient.Config{URL: url, Token: nodeToken, Identity: id, PublicKey: testPub,
-		SnapshotDir: filepath.Join(n.dir, "snapshots"), RegionStateFile: filepath.Join(n.dir, "region-state.json"),
-		Reporter: n.observe, ReportInterval: 50 * time.Millisecond, WatchTimeout: 2 * time.Second,
+		SnapshotDir: filepath.Join(dir, "snapshots"), RegionStateFile: filepath.Join(dir, "region-state.json"),
+		Reporter: report, ReportInterval: interval, WatchTimeout: 2 * time.Second,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.client = c
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
-	n.stop = func() { cancel(); <-done }
-	t.Cleanup(n.stop)
-	return n
+	return c
+}
+
+// regionStateIn is the region-state document in the file a region client
+// keeps in dir (nil: none yet); one that does not verify fails the test.
+func regionStateIn(t *testing.T, dir, node string) *regionstate.State {
+	data, err := os.ReadFile(filepath.Join(dir, "region-state.json"))
+	if err != nil {
+		return nil
+	}
+	s, err := regionstate.Parse(data, testPub)
+	if err != nil {
+		t.Fatalf("node %s: its region-state file does not verify: %v", node, err)
+	}
+	return s
 }
 
 // observe: the proxy runs what the client downloaded.
@@ -92,15 +111,7 @@ func (n *regionNode) set(ready bool, accounts int) {
 
 // state is the region-state document in the node's file (nil: none yet).
 func (n *regionNode) state(t *testing.T) *regionstate.State {
-	data, err := os.ReadFile(filepath.Join(n.dir, "region-state.json"))
-	if err != nil {
-		return nil
-	}
-	s, err := regionstate.Parse(data, testPub)
-	if err != nil {
-		t.Fatalf("node %s: its region-state file does not verify: %v", n.id.NodeID, err)
-	}
-	return s
+	return regionStateIn(t, n.dir, n.id.NodeID)
 }
 
 func regionalConfig(t *testing.T, b backend) *config.Config {
