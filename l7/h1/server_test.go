@@ -13,13 +13,29 @@ import (
 	"time"
 )
 
-// start serves h on a loopback listener and returns its address.
+// start serves s on a loopback listener and returns its address; at the
+// test's end it closes the listener and shuts s down.
 func start(t testing.TB, s *Server) string {
+	t.Helper()
+	ln := listen(t, s)
+	t.Cleanup(func() {
+		ln.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return ln.Addr().String()
+}
+
+// listen serves every connection accepted on a loopback listener with s;
+// the listener closes at the test's end.
+func listen(t testing.TB, s *Server) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -29,13 +45,7 @@ func start(t testing.TB, s *Server) string {
 			go s.ServeConn(c)
 		}
 	}()
-	t.Cleanup(func() {
-		ln.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	return ln.Addr().String()
+	return ln
 }
 
 func echoServer(t testing.TB) (*Server, string) {
@@ -350,17 +360,7 @@ func TestShutdownClosesIdleAndFinishesActive(t *testing.T) {
 		}
 		io.WriteString(w, "done")
 	})}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.ServeConn(c)
-		}
-	}()
+	ln := listen(t, s)
 	idle, _ := net.Dial("tcp", ln.Addr().String())
 	busy, _ := net.Dial("tcp", ln.Addr().String())
 	io.WriteString(idle, "GET /fast HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -435,25 +435,11 @@ func FuzzServe(f *testing.F) {
 func TestShutdownServesAFreshConnectionsFirstRequest(t *testing.T) {
 	s := &Server{ReadHeaderTimeout: 500 * time.Millisecond, IdleTimeout: time.Minute,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") })}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	defer ln.Close()
-	accepted := make(chan struct{}, 2)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.ServeConn(c)
-			accepted <- struct{}{}
-		}
-	}()
+	ln := listen(t, s)
 	fresh, _ := net.Dial("tcp", ln.Addr().String())
 	defer fresh.Close()
 	silent, _ := net.Dial("tcp", ln.Addr().String())
 	defer silent.Close()
-	<-accepted
-	<-accepted
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) { // both registered
 		if s.conns.Len() == 2 {
 			break
