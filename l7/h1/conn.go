@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,6 +183,11 @@ func (c *conn) interruptIfIdle() {
 // (unless the whole head is already buffered, the common case).
 func (c *conn) awaitRequest() bool {
 	if c.br.Buffered() == 0 {
+		// Give way to the goroutines ready to run before reading: under load
+		// the client's next request usually arrives meanwhile, and the read
+		// finds it instead of failing with EAGAIN and parking in the poller.
+		// With nothing else ready, Gosched returns at once.
+		runtime.Gosched()
 		switch fresh := !c.served.Load(); {
 		case fresh && c.s.shutting.Load():
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.freshGrace()))
