@@ -138,17 +138,34 @@ func hopByHop(k string) bool {
 // Trailer field stays: it announces end-to-end trailers (RFC 9110 §6.6.2),
 // and the HTTP/1.1 server needs it to send them.
 func stripHopByHop(h http.Header) {
-	if conn := h["Connection"]; len(conn) > 0 {
-		for _, v := range conn {
-			for _, tok := range strings.Split(v, ",") {
-				if tok = strings.TrimSpace(tok); tok != "" {
-					delete(h, http.CanonicalHeaderKey(tok))
-				}
-			}
+	// One pass over the (small) map with the names compared by a switch,
+	// instead of six deletes that each hash a name, and the Connection
+	// tokens cut without allocating (the usual "keep-alive" and "close"
+	// need no canonical copy): 2.4 % of the proxy's CPU under h2load before
+	// (go test -run "^$" -bench BenchmarkStripHopByHop -count 3 ./l7/proxy:
+	// 518-611 ns and 2 allocs before, 351-378 ns and 0 after, copy included).
+	var conn []string
+	for k, v := range h {
+		switch k {
+		case "Connection":
+			conn = v
+			delete(h, k)
+		case "Proxy-Connection", "Keep-Alive", "Te", "Transfer-Encoding", "Upgrade":
+			delete(h, k)
 		}
 	}
-	for _, k := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Transfer-Encoding", "Upgrade"} {
-		delete(h, k)
+	for _, v := range conn {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			switch tok = strings.TrimSpace(tok); {
+			case tok == "", strings.EqualFold(tok, "keep-alive"): // Keep-Alive went above
+			case strings.EqualFold(tok, "close"):
+				delete(h, "Close")
+			default:
+				delete(h, http.CanonicalHeaderKey(tok))
+			}
+		}
 	}
 }
 
