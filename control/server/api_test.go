@@ -204,15 +204,10 @@ func validationProblems(t *testing.T, y string) []string {
 // storedStable reads the stable revision from the PostgreSQL store.
 func storedStable(t *testing.T, dsn string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return "unreadable: " + err.Error()
-	}
-	defer conn.Close(ctx)
 	var stable string
-	if err := conn.QueryRow(ctx, "SELECT coalesce(doc->>'stable', '') FROM singletons WHERE name = 'fleet'").Scan(&stable); err != nil {
+	if err := withPG(dsn, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SELECT coalesce(doc->>'stable', '') FROM singletons WHERE name = 'fleet'").Scan(&stable)
+	}); err != nil {
 		return "unreadable: " + err.Error()
 	}
 	return stable

@@ -21,11 +21,7 @@ func TestDenyReachesNodesUnderOneSecond(t *testing.T) {
 		in.waitLeader(t, 30*time.Second)
 		nodes := tenNodes(t, in.url)
 		// Let every node's deny long-poll be waiting.
-		eventually(t, 30*time.Second, "nodes to report", func() bool {
-			var fv struct{ Nodes []any }
-			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
-			return len(fv.Nodes) == len(nodes)
-		})
+		in.waitReported(t, len(nodes))
 		time.Sleep(100 * time.Millisecond)
 		var handed, applied []time.Duration
 		for round := 1; round <= 3; round++ {

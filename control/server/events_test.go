@@ -26,11 +26,7 @@ func TestEngineMovesOnEvents(t *testing.T) {
 		for _, id := range []string{"ev-1", "ev-2", "ev-3"} {
 			nodes[id] = newNodeTuned(t, in.url, model.Identity{NodeID: id, Region: "ap", Zone: "ap-1a"}, time.Hour, 20*time.Millisecond)
 		}
-		eventually(t, 30*time.Second, "nodes to report", func() bool {
-			var fv struct{ Nodes []any }
-			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
-			return len(fv.Nodes) == len(nodes)
-		})
+		in.waitReported(t, len(nodes))
 		start := time.Now()
 		r := in.submit(t, cfgYAML(2, 100))
 		ro := in.waitRollout(t, r.ID, 30*time.Second, model.StateDone, model.StateFailed)

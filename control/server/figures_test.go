@@ -17,11 +17,7 @@ func TestFigurePublishToActive10Nodes(t *testing.T) {
 		in := start(t, b.config(t, tu), "")
 		in.waitLeader(t, 30*time.Second)
 		nodes := tenNodes(t, in.url)
-		eventually(t, 30*time.Second, "nodes to report", func() bool {
-			var fv struct{ Nodes []any }
-			in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
-			return len(fv.Nodes) == len(nodes)
-		})
+		in.waitReported(t, len(nodes))
 		var times []time.Duration
 		for i, y := range []string{cfgYAML(2, 100), cfgYAML(3, 100), cfgYAML(4, 100)} {
 			start := time.Now()
@@ -58,11 +54,7 @@ func TestFigurePublishToActive3Nodes(t *testing.T) {
 	for _, id := range []string{"n-1", "n-2", "n-3"} {
 		nodes[id] = newNodeTuned(t, in.url, model.Identity{NodeID: id, Region: "ap", Zone: "ap-1a"}, 5*time.Second, 250*time.Millisecond)
 	}
-	eventually(t, 30*time.Second, "nodes to report", func() bool {
-		var fv struct{ Nodes []any }
-		in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
-		return len(fv.Nodes) == len(nodes)
-	})
+	in.waitReported(t, len(nodes))
 	var onNodes, onPlane []time.Duration
 	for i := 0; i < 10; i++ {
 		start := time.Now()

@@ -154,18 +154,25 @@ func TestTwoInstancesOnePostgres(t *testing.T) {
 // leaseEpoch reads the lease's epoch from the database.
 func leaseEpoch(t *testing.T, dsn string) uint64 {
 	t.Helper()
+	var e int64
+	if err := withPG(dsn, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SELECT epoch FROM lease WHERE id = 1").Scan(&e)
+	}); err != nil {
+		t.Fatalf("read the lease epoch: %v", err)
+	}
+	return uint64(e)
+}
+
+// withPG runs fn on a connection of its own to dsn, all within 30 s.
+func withPG(dsn string, fn func(ctx context.Context, conn *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("connect to %s: %w", dsn, err)
 	}
 	defer conn.Close(ctx)
-	var e int64
-	if err := conn.QueryRow(ctx, "SELECT epoch FROM lease WHERE id = 1").Scan(&e); err != nil {
-		t.Fatal(err)
-	}
-	return uint64(e)
+	return fn(ctx, conn)
 }
 
 type builtSnap struct {

@@ -145,6 +145,16 @@ func start(t *testing.T, cfg *config.Config, addr string) *instance {
 	return in
 }
 
+// waitReported waits (30 s at most) for the fleet view to list n nodes.
+func (in *instance) waitReported(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d nodes to report", n), func() bool {
+		var fv struct{ Nodes []any }
+		in.call(t, readToken, "GET", "/v1/fleet", "", nil, nil, &fv)
+		return len(fv.Nodes) == n
+	})
+}
+
 func (in *instance) waitLeader(t *testing.T, within time.Duration) {
 	t.Helper()
 	eventually(t, within, "instance to lead", func() bool { return in.srv.Store.Leader().Leader })

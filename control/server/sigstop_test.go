@@ -227,23 +227,18 @@ func TestLeaderStoppedInsideWriteTransaction(t *testing.T) {
 	// In the database: the paused revision is nowhere, the old epoch wrote
 	// exactly the one revision before the stop, and no outbox row of the
 	// old epoch is newer than the new epoch's first.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var paused, oldRevs, lateOld int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM revisions WHERE doc->>'message' = 'paused'").Scan(&paused); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM revisions WHERE (doc->'version'->>'epoch')::bigint = $1", int64(before.Version.Epoch)).Scan(&oldRevs); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM events WHERE epoch = $1 AND id > (SELECT min(id) FROM events WHERE epoch = $2)`,
-		int64(before.Version.Epoch), int64(after.Version.Epoch)).Scan(&lateOld); err != nil {
-		t.Fatal(err)
+	if err := withPG(dsn, func(ctx context.Context, conn *pgx.Conn) error {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM revisions WHERE doc->>'message' = 'paused'").Scan(&paused); err != nil {
+			return err
+		}
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM revisions WHERE (doc->'version'->>'epoch')::bigint = $1", int64(before.Version.Epoch)).Scan(&oldRevs); err != nil {
+			return err
+		}
+		return conn.QueryRow(ctx, `SELECT count(*) FROM events WHERE epoch = $1 AND id > (SELECT min(id) FROM events WHERE epoch = $2)`,
+			int64(before.Version.Epoch), int64(after.Version.Epoch)).Scan(&lateOld)
+	}); err != nil {
+		t.Fatalf("count in the database: %v", err)
 	}
 	if paused != 0 || oldRevs != 1 || lateOld != 0 {
 		t.Fatalf("paused revisions %d (want 0), revisions of epoch %d: %d (want 1), old-epoch events after the new epoch's first: %d (want 0)",
