@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"runtime"
@@ -68,48 +67,5 @@ func waitGroupOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
 	case <-done:
 	case <-time.After(liveness):
 		t.Fatalf("waiting for %s: not within %v", what, liveness)
-	}
-}
-
-// TestReapRacesDispatch: with workers told to leave as soon as their
-// connection has no streams, bursts of streams that arrive while leave
-// signs are queued are all served (a worker told to leave takes a stream
-// queued behind its sign), and the workers are gone at the end.
-func TestReapRacesDispatch(t *testing.T) {
-	s := &Server{workerIdle: time.Microsecond}
-	ts := serve(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("ok"))
-	}))
-	cl := ts.client()
-	for burst := range 50 {
-		var wg sync.WaitGroup
-		errs := make(chan error, 8)
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp, err := cl.Get(ts.url("/"))
-				if err != nil {
-					errs <- err
-					return
-				}
-				_ = resp.Body.Close()
-				if resp.StatusCode != 200 {
-					errs <- fmt.Errorf("status %d", resp.StatusCode)
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatalf("burst %d: %v", burst, err)
-		}
-	}
-	deadline := time.Now().Add(liveness)
-	for workers(s) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d workers still there", workers(s))
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -110,8 +110,6 @@ type conn struct {
 	idleTimer     *time.Timer
 	workers       int
 	idleWorkers   int
-	reapTimer     *time.Timer // armReapLocked
-	reapArmed     bool
 	work          chan *stream // nil while the connection has no worker
 	running       sync.WaitGroup
 }
@@ -171,9 +169,6 @@ func (c *conn) serve() {
 	c.flowCond.Broadcast()
 	if c.idleTimer != nil {
 		c.idleTimer.Stop()
-	}
-	if c.reapTimer != nil {
-		c.reapTimer.Stop()
 	}
 	c.mu.Unlock()
 	c.cancel()
@@ -668,7 +663,6 @@ func (c *conn) maybeCloseLocked(st *stream) {
 	delete(c.streams, st.id)
 	if len(c.streams) == 0 {
 		c.armIdleLocked()
-		c.armReapLocked()
 		if c.goaway {
 			c.drainLocked()
 		}
@@ -775,10 +769,8 @@ func (c *conn) flushLocked() (unlocked bool) {
 // dispatch hands a stream to an idle worker or starts one.
 func (c *conn) dispatchLocked(st *stream) {
 	c.running.Add(1)
-	if c.work == nil { // made with the first worker, dropped with the last (an idle connection need not hold it)
-		// Room for every stream and for a leave sign (nil) to every worker:
-		// a send here never blocks.
-		c.work = make(chan *stream, 2*c.cfg.maxStreams)
+	if c.work == nil { // made with the first worker, dropped with the last (2 KiB an idle connection need not hold)
+		c.work = make(chan *stream, c.cfg.maxStreams)
 	}
 	if c.idleWorkers > 0 || c.workers >= int(c.cfg.maxStreams) {
 		c.work <- st
@@ -788,76 +780,42 @@ func (c *conn) dispatchLocked(st *stream) {
 	go c.worker(st)
 }
 
-// workerIdle is how long a connection without streams keeps its idle
-// workers.
+// workerIdle is how long a worker waits for another stream before it
+// leaves.
 const workerIdle = 5 * time.Second
 
-// armReapLocked, when the last stream of a connection with workers ends,
-// arranges for its idle workers to leave once it has had no streams for
-// workerIdle. Workers then wait for a stream on one channel, without a
-// timer each: the timer's Reset and the select over it were 3-5 % of the
-// proxy's CPU under h2load -m10.
-func (c *conn) armReapLocked() {
-	if c.workers == 0 || c.reapArmed {
-		return
-	}
-	c.reapArmed = true
+func (c *conn) worker(st *stream) {
 	idle := workerIdle
 	if c.s.workerIdle > 0 {
 		idle = c.s.workerIdle
 	}
-	if c.reapTimer == nil {
-		c.reapTimer = time.AfterFunc(idle, c.reap)
-		return
-	}
-	c.reapTimer.Reset(idle)
-}
-
-// reap tells every idle worker to leave (a nil stream) if the connection
-// still has no streams; streams that came meanwhile re-arm it when they end.
-func (c *conn) reap() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.reapArmed = false
-	if len(c.streams) > 0 || c.work == nil {
-		return
-	}
-	for range c.idleWorkers {
-		select {
-		case c.work <- nil:
-		default:
-		}
-	}
-}
-
-func (c *conn) worker(st *stream) {
+	t := time.NewTimer(idle)
+	defer t.Stop()
 	for {
 		st.run()
 		c.running.Done()
 		c.mu.Lock()
 		c.idleWorkers++
 		c.mu.Unlock()
+		t.Reset(idle)
 		select {
 		case st = <-c.work:
-		case <-c.done:
-			st = nil
-		}
-		c.mu.Lock()
-		// Leave signs may sit in front of a stream sent before the count
-		// below changes: a worker that is told to leave takes that stream.
-		for st == nil {
-			select {
-			case st = <-c.work:
-				continue
-			default:
-			}
-			break
-		}
-		c.idleWorkers--
-		if st != nil {
+			c.mu.Lock()
+			c.idleWorkers--
 			c.mu.Unlock()
 			continue
+		case <-c.done:
+		case <-t.C:
 		}
+		c.mu.Lock()
+		select {
+		case st = <-c.work: // sent before the count below changed
+			c.idleWorkers--
+			c.mu.Unlock()
+			continue
+		default:
+		}
+		c.idleWorkers--
 		c.workers--
 		if c.workers == 0 { // no goroutine can read it now; the next dispatch makes it again
 			c.work = nil
