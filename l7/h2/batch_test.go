@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"runtime"
@@ -67,5 +68,48 @@ func waitGroupOrFail(t *testing.T, wg *sync.WaitGroup, what string) {
 	case <-done:
 	case <-time.After(liveness):
 		t.Fatalf("waiting for %s: not within %v", what, liveness)
+	}
+}
+
+// TestWorkersLeaveDuringBursts: with workers leaving as soon as they are
+// idle, bursts of streams that arrive while workers leave are all served
+// (a leaving worker takes a stream sent before it left), and the workers
+// are gone at the end.
+func TestWorkersLeaveDuringBursts(t *testing.T) {
+	s := &Server{workerIdle: time.Microsecond}
+	ts := serve(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	cl := ts.client()
+	for burst := range 50 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := cl.Get(ts.url("/"))
+				if err != nil {
+					errs <- err
+					return
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != 200 {
+					errs <- fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("burst %d: %v", burst, err)
+		}
+	}
+	deadline := time.Now().Add(liveness)
+	for workers(s) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers still there", workers(s))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
