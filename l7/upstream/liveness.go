@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"net"
-	"sync/atomic"
 	"syscall"
 )
 
@@ -65,19 +64,9 @@ func (r StaleReason) String() string {
 // StaleCounts are idle connections closed on take, indexed by StaleReason.
 type StaleCounts [numStaleReasons]uint64
 
-// staleTotal counts over every pool of the process, so that a counter
-// survives the pools a snapshot swap closes.
-var staleTotal [numStaleReasons]atomic.Uint64
-
 // TotalStale returns the idle connections every pool of the process found
 // unusable on take since the process started, by reason.
-func TotalStale() StaleCounts {
-	var s StaleCounts
-	for i := range staleTotal {
-		s[i] = staleTotal[i].Load()
-	}
-	return s
-}
+func TotalStale() StaleCounts { return TotalCounts().Stale }
 
 // prober checks one socket for bytes or an end without reading anything.
 // It is set up once per connection, so a probe does not allocate.

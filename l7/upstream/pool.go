@@ -96,18 +96,26 @@ func (p *Pool) Stats() Stats {
 // Totals are the counters of every pool of the process since it started,
 // so that they outlive the pools a snapshot swap closes.
 type Totals struct {
-	Dials   uint64 // connections dialled
-	Reuses  uint64 // requests sent on an idle connection
-	Expired uint64 // idle connections closed for age instead of reused
-	NotKept uint64 // healthy connections closed on release: the idle list was full (max_idle_per_endpoint) or the pool closed
+	Dials   uint64      // connections dialled
+	Reuses  uint64      // requests sent on an idle connection
+	Expired uint64      // idle connections closed for age instead of reused
+	NotKept uint64      // healthy connections closed on release: the idle list was full (max_idle_per_endpoint) or the pool closed
+	Stale   StaleCounts // idle connections found unusable on take, by reason (liveness.go)
 }
 
-var poolTotal struct{ dials, reuses, expired, notKept atomic.Uint64 }
+var poolTotal struct {
+	dials, reuses, expired, notKept atomic.Uint64
+	stale                           [numStaleReasons]atomic.Uint64
+}
 
 // TotalCounts returns the process-wide pool counters.
 func TotalCounts() Totals {
-	return Totals{Dials: poolTotal.dials.Load(), Reuses: poolTotal.reuses.Load(),
+	t := Totals{Dials: poolTotal.dials.Load(), Reuses: poolTotal.reuses.Load(),
 		Expired: poolTotal.expired.Load(), NotKept: poolTotal.notKept.Load()}
+	for i := range poolTotal.stale {
+		t.Stale[i] = poolTotal.stale[i].Load()
+	}
+	return t
 }
 
 // Get returns an idle connection used within maxIdleAge (any age when
@@ -152,7 +160,7 @@ func (p *Pool) takeFresh(maxIdleAge time.Duration) *Conn {
 		}
 		if why, bad := c.stale(); bad {
 			p.stale[why].Add(1)
-			staleTotal[why].Add(1)
+			poolTotal.stale[why].Add(1)
 			c.close()
 			continue
 		}
@@ -306,7 +314,7 @@ func (c *Conn) Release(reusable bool) {
 	}
 	if c.br.Buffered() != 0 { // bytes behind a complete response: never pooled
 		c.pool.stale[StaleUnsolicited].Add(1)
-		staleTotal[StaleUnsolicited].Add(1)
+		poolTotal.stale[StaleUnsolicited].Add(1)
 		c.close()
 		return
 	}
@@ -330,9 +338,6 @@ func (c *Conn) Answered(wait time.Duration, deadline time.Time) bool {
 	// failing with EAGAIN and parking in the poller (one syscall and one
 	// wake-up fewer). When nothing else is ready, Gosched returns at once.
 	runtime.Gosched()
-	if c.br.Buffered() > 0 {
-		return true
-	}
 	_ = c.nc.SetReadDeadline(t)
 	// Peek tries read(2) before it waits, so a silent upstream costs one
 	// EAGAIN read. Waiting in the poller first (RawConn.Read with a callback
