@@ -111,6 +111,7 @@ type conn struct {
 	workers       int
 	idleWorkers   int
 	work          chan *stream // nil while the connection has no worker
+	free          []*stream    // finished streams to reuse; dropped with the last worker
 	running       sync.WaitGroup
 }
 
@@ -795,6 +796,7 @@ func (c *conn) worker(st *stream) {
 		st.run()
 		c.running.Done()
 		c.mu.Lock()
+		c.recycleLocked(st)
 		c.idleWorkers++
 		c.mu.Unlock()
 		t.Reset(idle)
@@ -819,6 +821,7 @@ func (c *conn) worker(st *stream) {
 		c.workers--
 		if c.workers == 0 { // no goroutine can read it now; the next dispatch makes it again
 			c.work = nil
+			c.free = nil
 		}
 		c.mu.Unlock()
 		return

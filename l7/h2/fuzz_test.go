@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -49,6 +50,28 @@ func FuzzServeConn(f *testing.F) {
 		case <-done:
 		case <-time.After(liveness):
 			t.Fatalf("connection still served %v after the client closed", liveness)
+		}
+	})
+}
+
+// FuzzParsePath holds parsePath to url.ParseRequestURI: whenever it takes
+// a path, the URL must be the one net/url makes of it.
+func FuzzParsePath(f *testing.F) {
+	for _, p := range []string{"/", "/a/b?x=1", "/a?", "/a??", "/a?b?c", "/%41", "/a b", "/a!", "*", "//x/y",
+		"/a\x7f", "/q?\x01", "/é", "/a?é", "/;,=@$&+:~._-", "http://x/y", ""} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		var got url.URL
+		if !parsePath(p, &got) {
+			return
+		}
+		want, err := url.ParseRequestURI(p)
+		if err != nil {
+			t.Fatalf("parsePath took %q, which url.ParseRequestURI refuses: %v", p, err)
+		}
+		if got != *want {
+			t.Fatalf("parsePath(%q) = %#v, url.ParseRequestURI: %#v", p, got, *want)
 		}
 	})
 }

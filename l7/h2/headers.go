@@ -200,10 +200,11 @@ func (c *conn) endBlock() error {
 	if uint32(len(c.streams)) >= c.cfg.maxStreams {
 		return streamError{id: id, code: http2.ErrCodeRefusedStream, reason: "over_max_streams"}
 	}
-	st := newStream(c, id)
+	st := c.newStreamLocked(id)
 	status, reason := st.buildRequest(b)
 	if reason != "" && status == 0 {
 		st.release()
+		c.recycleLocked(st)
 		return streamError{id: id, code: http2.ErrCodeProtocol, reason: reason}
 	}
 	c.streams[id] = st
@@ -314,17 +315,21 @@ func (st *stream) buildRequest(b *headerBlock) (status int, reason string) {
 		r.TLS = c.tls
 	}
 	if b.method == "CONNECT" {
-		r.URL = &url.URL{Host: authority}
+		st.url.Host = authority
+		r.URL = &st.url
 		r.RequestURI = authority
 	} else {
 		if b.path[0] != '/' && b.path != "*" {
 			return 0, "bad_path"
 		}
-		u, err := url.ParseRequestURI(b.path)
-		if err != nil {
-			return 0, "bad_path"
+		if !parsePath(b.path, &st.url) {
+			u, err := url.ParseRequestURI(b.path)
+			if err != nil {
+				return 0, "bad_path"
+			}
+			st.url = *u
 		}
-		r.URL = u
+		r.URL = &st.url
 		r.RequestURI = b.path
 	}
 	// Content-Length (§8.1.1): one value, digits only.
@@ -372,6 +377,7 @@ func (st *stream) buildRequest(b *headerBlock) (status int, reason string) {
 		r.ContentLength = 0
 		r.Body = http.NoBody
 	} else {
+		st.hadBody = true
 		r.ContentLength = st.declLen
 		r.Body = &st.rb
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"runtime"
 	"slices"
 	"strconv"
@@ -55,29 +56,73 @@ type stream struct {
 	refusal       int // answered with this status without the handler
 	refusalMsg    string
 
-	ctx streamCtx
-	req http.Request
-	hdr http.Header
-	rb  requestBody
-	w   responseWriter
+	ctx  streamCtx
+	req  http.Request
+	tmpl http.Request // req as made: its context set, the rest zero (for reuse)
+	url  url.URL
+	hdr  http.Header
+	rb   requestBody
+	w    responseWriter
+
+	hadBody  bool // the request had a body: its reader may outlive the handler
+	panicked bool
 }
 
-// newStream makes a stream's state. Streams are not pooled: a handler may
-// leave its request body with a goroutine that reads after it returned
-// (an upstream transport), which must not see another stream's bytes.
+// newStream makes a stream's state.
 func newStream(c *conn, id uint32) *stream {
 	st := &stream{c: c, id: id, hdr: make(http.Header, 8)}
+	st.w.hdr = make(http.Header, 8)
+	st.init()
+	st.tmpl = http.Request{Proto: "HTTP/2.0", ProtoMajor: 2, Header: st.hdr}
+	st.tmpl = *st.tmpl.WithContext(&st.ctx)
+	st.req = st.tmpl
+	return st
+}
+
+func (st *stream) init() {
+	c := st.c
 	st.rb.st = st
 	st.w.st = st
-	st.w.hdr = make(http.Header, 8)
 	st.bodyCond.L = &c.mu
 	st.recvWindow = c.cfg.streamWindow
 	st.sendWindow = int64(c.peerInitWindow)
 	st.declLen = -1
 	st.ctx.parent = c.ctx
-	st.req = http.Request{Proto: "HTTP/2.0", ProtoMajor: 2, Header: st.hdr}
-	st.req = *st.req.WithContext(&st.ctx)
+}
+
+// maxFree bounds the finished streams a connection keeps for reuse.
+const maxFree = 16
+
+// newStreamLocked takes a stream a finished request left, or makes one.
+// Reuse saves the stream's allocations (its struct, request, URL and two
+// header maps: ~1 KB a request on BenchmarkServeRaw); it is safe as
+// l7/h1's reuse of its request is: nothing may keep a request, its
+// headers or its ResponseWriter past ServeHTTP (net/http's rule), and a
+// request with a body is never reused, since its reader may (c.mu held).
+func (c *conn) newStreamLocked(id uint32) *stream {
+	n := len(c.free)
+	if n == 0 {
+		return newStream(c, id)
+	}
+	st := c.free[n-1]
+	c.free[n-1] = nil
+	c.free = c.free[:n-1]
+	hdr, whdr, buf, tmpl := st.hdr, st.w.hdr, st.w.buf[:0], st.tmpl
+	clear(hdr)
+	clear(whdr)
+	*st = stream{c: c, id: id, hdr: hdr, tmpl: tmpl, req: tmpl}
+	st.w.hdr, st.w.buf = whdr, buf
+	st.init()
 	return st
+}
+
+// recycleLocked keeps a stream whose handler returned for the next one,
+// when nothing else can hold it (c.mu held).
+func (c *conn) recycleLocked(st *stream) {
+	if st.hadBody || st.panicked || len(c.free) >= maxFree || c.streams[st.id] == st || cap(st.w.buf) > 2*bufSize {
+		return
+	}
+	c.free = append(c.free, st)
 }
 
 // release cancels a finished stream's context.
@@ -111,6 +156,7 @@ func (st *stream) run() {
 					"panic", fmt.Sprint(p), "stack", string(buf))
 			}
 			c.mu.Lock()
+			st.panicked = true
 			c.resetLocked(st.id, http2.ErrCodeInternal)
 			st.finishLocked()
 			c.mu.Unlock()
