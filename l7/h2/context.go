@@ -70,6 +70,14 @@ func (x *streamCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
+// reset makes a canceled context new again for a reused stream; its
+// parent, set once, is left alone.
+func (x *streamCtx) reset() {
+	x.mu.Lock()
+	x.done, x.err, x.funcs = nil, nil, nil
+	x.mu.Unlock()
+}
+
 func (x *streamCtx) cancel() {
 	x.mu.Lock()
 	if x.err != nil {

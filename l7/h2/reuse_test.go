@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -172,5 +173,58 @@ func TestFreeStreamsLeaveWithTheWorkers(t *testing.T) {
 	rc.get(11, true)
 	if s := rc.response(11); s != "200" {
 		t.Fatalf("after the workers left: %s", s)
+	}
+}
+
+type ctxKey struct{}
+
+// TestDetachedContextOutlivesReuse: a context made from a request with
+// context.WithoutCancel (as the cache's background refresh does) keeps
+// reading the connection's values while the stream serves other requests
+// (the race detector watches the reads).
+func TestDetachedContextOutlivesReuse(t *testing.T) {
+	stop, bad := make(chan struct{}), make(chan any, 1)
+	var wg sync.WaitGroup
+	started := false
+	ts := serve(t, &Server{BaseContext: context.WithValue(context.Background(), ctxKey{}, "base")},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !started {
+				started = true
+				bg := context.WithoutCancel(r.Context())
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if v := bg.Value(ctxKey{}); v != "base" {
+							select {
+							case bad <- v:
+							default:
+							}
+							return
+						}
+					}
+				}()
+			}
+			io.WriteString(w, "ok")
+		}))
+	rc := ts.raw(t)
+	rc.handshake()
+	for id := uint32(1); id <= 41; id += 2 {
+		rc.get(id, true)
+		if s := rc.response(id); s != "200" {
+			t.Fatalf("stream %d: %s", id, s)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case v := <-bad:
+		t.Fatalf("the detached context read %v, want the connection's value", v)
+	default:
 	}
 }

@@ -56,7 +56,10 @@ type stream struct {
 	refusal       int // answered with this status without the handler
 	refusalMsg    string
 
-	ctx  streamCtx
+	// ctx stays with the stream on reuse, its parent untouched: a copy of
+	// the request made with context.WithoutCancel (the cache's background
+	// refresh) may still read it.
+	ctx  *streamCtx
 	req  http.Request
 	tmpl http.Request // req as made: its context set, the rest zero (for reuse)
 	url  url.URL
@@ -70,11 +73,11 @@ type stream struct {
 
 // newStream makes a stream's state.
 func newStream(c *conn, id uint32) *stream {
-	st := &stream{c: c, id: id, hdr: make(http.Header, 8)}
+	st := &stream{c: c, id: id, hdr: make(http.Header, 8), ctx: &streamCtx{parent: c.ctx}}
 	st.w.hdr = make(http.Header, 8)
 	st.init()
 	st.tmpl = http.Request{Proto: "HTTP/2.0", ProtoMajor: 2, Header: st.hdr}
-	st.tmpl = *st.tmpl.WithContext(&st.ctx)
+	st.tmpl = *st.tmpl.WithContext(st.ctx)
 	st.req = st.tmpl
 	return st
 }
@@ -87,7 +90,6 @@ func (st *stream) init() {
 	st.recvWindow = c.cfg.streamWindow
 	st.sendWindow = int64(c.peerInitWindow)
 	st.declLen = -1
-	st.ctx.parent = c.ctx
 }
 
 // maxFree bounds the finished streams a connection keeps for reuse.
@@ -107,10 +109,11 @@ func (c *conn) newStreamLocked(id uint32) *stream {
 	st := c.free[n-1]
 	c.free[n-1] = nil
 	c.free = c.free[:n-1]
-	hdr, whdr, buf, tmpl := st.hdr, st.w.hdr, st.w.buf[:0], st.tmpl
+	hdr, whdr, buf, tmpl, ctx := st.hdr, st.w.hdr, st.w.buf[:0], st.tmpl, st.ctx
 	clear(hdr)
 	clear(whdr)
-	*st = stream{c: c, id: id, hdr: hdr, tmpl: tmpl, req: tmpl}
+	ctx.reset()
+	*st = stream{c: c, id: id, hdr: hdr, tmpl: tmpl, req: tmpl, ctx: ctx}
 	st.w.hdr, st.w.buf = whdr, buf
 	st.init()
 	return st
