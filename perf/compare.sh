@@ -21,6 +21,9 @@
 # NEW_RATES (default: RATES) are the rates of the "new" mode (a handshake per request costs more).
 # H2_VARIANT=1 adds proxy "rampart-h2" to the h2 rounds: the bare rampart with h2_server: rampart
 # (l7/h2) on its listener; H2_SERVER=std|rampart sets h2_server on the other rampart listeners.
+# BASELINE=path adds proxy "baseline" to every round: the bare rampart again, run from another
+# binary (e.g. one built from main), for an A/B of a change in the same run; the summary then
+# gives rampart/baseline per protocol.
 # RUNS_DIR=dir writes dir/runs.tsv (one line per timed run) and each run's raw output for perf/report.
 #
 # Knobs (env): DURATION=10s CONNS=64 STREAMS=10 THREADS=2 ROUNDS=3 PROTO=h1|h2|h3|all CHAIN=0|1
@@ -29,12 +32,14 @@
 #              PORTS: RAMPART_PORT=18443 NGINX_PORT=18444 UPSTREAM_PORT=18081 ADMIN_PORT=19901
 #                     CHAIN_PORT=18445 CHAIN_ADMIN_PORT=19902 (CHAIN=1 only) HAPROXY_PORT=18446
 #                     H2_PORT=18447 H2_ADMIN_PORT=19903 (H2_VARIANT=1 only)
+#                     BASELINE_PORT=18448 BASELINE_ADMIN_PORT=19904 (BASELINE only)
 set -euo pipefail
 
 : "${DURATION:=10s}" "${CONNS:=64}" "${STREAMS:=10}" "${THREADS:=2}" "${ROUNDS:=3}" "${PROTO:=h1}"
 : "${RAMPART_PORT:=18443}" "${NGINX_PORT:=18444}" "${UPSTREAM_PORT:=18081}" "${ADMIN_PORT:=19901}"
 : "${CHAIN:=0}" "${CHAIN_PORT:=18445}" "${CHAIN_ADMIN_PORT:=19902}" "${HAPROXY_PORT:=18446}"
 : "${H2_VARIANT:=0}" "${H2_PORT:=18447}" "${H2_ADMIN_PORT:=19903}"
+: "${BASELINE:=}" "${BASELINE_PORT:=18448}" "${BASELINE_ADMIN_PORT:=19904}"
 : "${PIN:=0}" "${PROXY_CPU:=0}" "${LOAD_CPU:=1}" "${RATES:=}" "${MODES:=ka new}" "${RUNS_DIR:=}" "${NEW_RATES:=$RATES}"
 if [ -z "${HAPROXY:-}" ]; then if command -v haproxy >/dev/null; then HAPROXY=1; else HAPROXY=0; fi; fi
 # rampart's listener serves h3 in every run, so h1/h2 figures don't depend on PROTO; its h1/h2
@@ -103,6 +108,11 @@ rampart_ports=("$RAMPART_PORT")
 if $chain; then tcp_ports+=("$CHAIN_PORT" "$CHAIN_ADMIN_PORT") rampart_ports+=("$CHAIN_PORT"); fi
 if $haproxy; then tcp_ports+=("$HAPROXY_PORT"); fi
 if $h2variant; then tcp_ports+=("$H2_PORT" "$H2_ADMIN_PORT") rampart_ports+=("$H2_PORT"); fi
+if [ -n "$BASELINE" ]; then
+  [ -x "$BASELINE" ] || die "BASELINE=$BASELINE is not an executable (a rampart binary)"
+  BASELINE=$(realpath "$BASELINE")
+  tcp_ports+=("$BASELINE_PORT" "$BASELINE_ADMIN_PORT") rampart_ports+=("$BASELINE_PORT")
+fi
 if [ "$(printf '%s\n' "${tcp_ports[@]}" | sort -u | wc -l)" != "${#tcp_ports[@]}" ]; then die "the *_PORT knobs must differ: ${tcp_ports[*]}"; fi
 for p in "${tcp_ports[@]}"; do
   if ss -Htln "sport = :$p" | grep -q .; then die "port 127.0.0.1:$p is in use; free it or set the *_PORT knobs"; fi
@@ -335,9 +345,9 @@ routes:
     timeout_ms: 5000
 ${6:-}
 EOF
-  "$RAMPART" snapshot build -config "$d/rampart.yaml" -key "$work/snap.key" \
+  "${rampart_bin:-$RAMPART}" snapshot build -config "$d/rampart.yaml" -key "$work/snap.key" \
     -out "$d/snapshots/1.snap" >"$work/$1.log" 2>&1 || { cat "$work/$1.log" >&2; die "rampart snapshot build ($1) failed"; }
-  "${pin_proxy[@]}" "$RAMPART" proxy -snapshot-dir "$d/snapshots" -state-dir "$d/state" \
+  "${pin_proxy[@]}" "${rampart_bin:-$RAMPART}" proxy -snapshot-dir "$d/snapshots" -state-dir "$d/state" \
     -public-key "$work/snap.pub" -admin "127.0.0.1:$3" -access-log "$4" -drain-timeout 1s \
     >"$work/$1.log" 2>&1 &
   rampart_pid=$!
@@ -356,6 +366,15 @@ if $h2variant; then
   start_rampart h2 "$H2_PORT" "$H2_ADMIN_PORT" off
   h2_pid=$rampart_pid h2_server=$H2_SERVER
   wait_http "https://127.0.0.1:$H2_PORT/bench"
+fi
+
+# BASELINE=path: the bare proxy again, from that binary.
+baseline_pid=""
+if [ -n "$BASELINE" ]; then
+  rampart_bin=$BASELINE
+  start_rampart baseline "$BASELINE_PORT" "$BASELINE_ADMIN_PORT" off
+  baseline_pid=$rampart_pid rampart_bin=""
+  wait_http "https://127.0.0.1:$BASELINE_PORT/bench"
 fi
 
 # CHAIN=1: the same listener, cluster and route, plus the whole request chain.
@@ -383,11 +402,11 @@ rampart_pid=$bare_pid
 
 # ---- measurement helpers --------------------------------------------------------------------
 hz=$(getconf CLK_TCK)
-proxy_port() { # proxy names: rampart (the bare one), chain (CHAIN=1), rampart-h2 (H2_VARIANT=1), haproxy (HAPROXY=1), nginx
-  case $1 in rampart) echo "$RAMPART_PORT" ;; chain) echo "$CHAIN_PORT" ;; rampart-h2) echo "$H2_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; *) echo "$NGINX_PORT" ;; esac
+proxy_port() { # proxy names: rampart (the bare one), chain (CHAIN=1), rampart-h2 (H2_VARIANT=1), baseline (BASELINE), haproxy (HAPROXY=1), nginx
+  case $1 in rampart) echo "$RAMPART_PORT" ;; chain) echo "$CHAIN_PORT" ;; rampart-h2) echo "$H2_PORT" ;; baseline) echo "$BASELINE_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; *) echo "$NGINX_PORT" ;; esac
 }
 proxy_pids() { # the processes whose CPU we charge to a proxy: a rampart, haproxy, or nginx master+workers
-  case $1 in rampart) echo "$rampart_pid" ;; chain) echo "$chain_pid" ;; rampart-h2) echo "$h2_pid" ;; haproxy) echo "$haproxy_pid" ;; *) echo "$nginx_pid" $(pgrep -P "$nginx_pid") ;; esac
+  case $1 in rampart) echo "$rampart_pid" ;; chain) echo "$chain_pid" ;; rampart-h2) echo "$h2_pid" ;; baseline) echo "$baseline_pid" ;; haproxy) echo "$haproxy_pid" ;; *) echo "$nginx_pid" $(pgrep -P "$nginx_pid") ;; esac
 }
 cpu_ticks() { # sum of utime+stime (stat fields 14, 15) over pids
   local t=0 p s f
@@ -404,7 +423,7 @@ busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; } # whole mach
 child_ticks() { local s; s=$(<"/proc/$$/stat"); s=${s##*) }; read -ra s <<<"$s"; echo $((s[13] + s[14])); }
 # Ticks of everything this benchmark runs: the proxies, the upstream, and (via this shell's
 # cutime+cstime) the load tool once reaped. Machine busy time minus this is "other" work.
-bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" $chain_pid $h2_pid $haproxy_pid "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
+bench_ticks() { echo $(($(cpu_ticks "$rampart_pid" $chain_pid $h2_pid $baseline_pid $haproxy_pid "$nginx_pid" $(pgrep -P "$nginx_pid") "$upstream_pid" $(pgrep -P "$upstream_pid")) + $(child_ticks))); }
 upstream_ticks() { cpu_ticks "$upstream_pid" $(pgrep -P "$upstream_pid"); }
 # The load tool's CPU: this shell's reaped children, i.e. the load tool plus a few short helpers
 # (date, the $(...) subshells) that cost well under a tick.
@@ -419,6 +438,7 @@ check_alive() {
   kill -0 "$nginx_pid" 2>/dev/null || die "nginx proxy died"
   if [ -n "$haproxy_pid" ] && ! kill -0 "$haproxy_pid" 2>/dev/null; then die "haproxy died"; fi
   if [ -n "$h2_pid" ] && ! kill -0 "$h2_pid" 2>/dev/null; then die "rampart proxy with h2_server rampart died"; fi
+  if [ -n "$baseline_pid" ] && ! kill -0 "$baseline_pid" 2>/dev/null; then die "the baseline rampart ($BASELINE) died"; fi
   kill -0 "$upstream_pid" 2>/dev/null || die "upstream nginx died"
 }
 load() { # load PROTO PORT DURATION [MODE RATE] — run the protocol's load tool; output on stdout
@@ -553,6 +573,7 @@ if $chain; then say "          chain   :$CHAIN_PORT $(tls_of "$CHAIN_PORT")"; fi
 say "          nginx   :$NGINX_PORT $(tls_of "$NGINX_PORT")"
 if $haproxy; then say "          haproxy :$HAPROXY_PORT $(tls_of "$HAPROXY_PORT")"; fi
 if $h2variant; then say "          rampart-h2 :$H2_PORT $(tls_of "$H2_PORT") (h2_server: rampart; h2 rounds only)"; fi
+if [ -n "$BASELINE" ]; then say "          baseline :$BASELINE_PORT $(tls_of "$BASELINE_PORT") (the bare proxy, run from $BASELINE)"; fi
 if $has_h3; then
   say "          rampart :$RAMPART_PORT/udp (HTTP/3) $(h3_of "$RAMPART_PORT")"
   if $chain; then say "          chain   :$CHAIN_PORT/udp (HTTP/3) $(h3_of "$CHAIN_PORT")"; fi
@@ -616,6 +637,7 @@ ck_n=0 ck_ok=0 ck_lines=0 ck_bytes=0 ck_allowed=0 ck_limited=0 ck_authf=0 ck_dro
 all_proxies=(rampart)
 if $chain; then all_proxies+=(chain); fi
 if $h2variant; then all_proxies+=(rampart-h2); fi
+if [ -n "$BASELINE" ]; then all_proxies+=(baseline); fi
 all_proxies+=(nginx)
 if $haproxy; then all_proxies+=(haproxy); fi
 points=("ka 0") # closed loop: one point per protocol; open loop: every mode x rate
@@ -633,6 +655,7 @@ for proto in "${protos[@]}"; do
   if [ "$proto" = h3 ]; then # no HTTP/3 in nginx 1.22 nor in Debian's haproxy 2.6
     proxies=(rampart)
     if $chain; then proxies=(rampart chain); fi
+    if [ -n "$BASELINE" ]; then proxies+=(baseline); fi
   fi
   for proxy in "${proxies[@]}"; do # warm-up: connections, pools, caches
     load "$proto" "$(proxy_port "$proxy")" "$WARMUP" >"$work/warmup-$proto-$proxy.txt" 2>&1 ||
@@ -718,6 +741,14 @@ for proto in "${protos[@]}"; do
     done
   done
 done
+if [ -n "$BASELINE" ] && ! $open; then
+  say "A/B (median of $ROUNDS rounds, req/cpu_s): rampart ($(cd "$root" && git describe --always --dirty 2>/dev/null || echo this tree)) / baseline ($BASELINE):"
+  for proto in "${protos[@]}"; do
+    ma=$(median <<<"${eff[$proto/ka/0/rampart]}") mb=$(median <<<"${eff[$proto/ka/0/baseline]}")
+    say "$(awk -v pr="$proto" -v a="$ma" -v b="$mb" -v ra="${eff[$proto/ka/0/rampart]}" -v rb="${eff[$proto/ka/0/baseline]}" 'BEGIN{
+      printf "  %-5s %9.0f / %9.0f = %5.2f   (rounds: %s/ %s)", pr, a, b, (b>0 ? a/b : 0), ra, rb}')"
+  done
+fi
 if [ -n "$runs_tsv" ]; then say "runs file: $runs_tsv ($(($(wc -l <"$runs_tsv") - 1)) timed runs; perf/report reads it)"; fi
 say ""
 if $open; then
@@ -773,7 +804,7 @@ fi
 
 # rampart's own logs (stderr; access lines go elsewhere or nowhere), so anything at WARN/ERROR is
 # worth a look (e.g. the UDP buffer warning for HTTP/3).
-for name in bare chain h2; do
+for name in bare chain h2 baseline; do
   [ -f "$work/$name.log" ] || continue
   warns=$(grep -E '"level":"(WARN|ERROR)"|level=(WARN|ERROR)' "$work/$name.log" || true)
   if [ -n "$warns" ]; then
@@ -783,7 +814,7 @@ for name in bare chain h2; do
   fi
 done
 {
-  for name in bare chain h2; do
+  for name in bare chain h2 baseline; do
     [ -f "$work/$name.log" ] || continue
     echo; echo "---- rampart log ($name)"; cat "$work/$name.log"
   done
