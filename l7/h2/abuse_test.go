@@ -91,6 +91,15 @@ func TestWorkersBounded(t *testing.T) {
 		t.Fatalf("4th stream: %v", code)
 	}
 	close(release)
+	// the three must be answered (and so forgotten) before more streams
+	// fit under the limit
+	done := map[uint32]bool{}
+	rc.until("the three held streams' responses", func(f http2.Frame) bool {
+		if mh, ok := f.(*http2.MetaHeadersFrame); ok && mh.StreamEnded() {
+			done[mh.StreamID] = true
+		}
+		return done[1] && done[3] && done[5]
+	})
 	for range 50 {
 		id += 2
 		rc.get(id, true)

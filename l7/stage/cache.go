@@ -349,8 +349,12 @@ func (s *cacheStage) revalidateInBackground(x *Exchange, key string, o *cache.Ob
 	s.mu.Unlock()
 	r := x.R.Clone(context.WithoutCancel(x.R.Context()))
 	r.Method = http.MethodGet
-	bx := *x
+	bx := *x // x, its Match and its Log go back to the proxy's pool when the handler returns
 	bx.R = r
+	if x.Match != nil {
+		m := *x.Match
+		bx.Match = &m
+	}
 	bx.W = &discardWriter{h: http.Header{}}
 	bx.Log = &accesslog.Entry{Start: time.Now(), ReqID: x.Log.ReqID, Method: http.MethodGet, Host: x.Log.Host,
 		Path: x.Log.Path, Route: x.Log.Route, Revision: x.Log.Revision}
