@@ -94,6 +94,7 @@ for proto in $PROTOS; do
 done
 echo "# per idle connection (bytes of proxy RSS); rampart / nginx, the issue's bound is 2"
 for proto in $PROTOS; do
-  [ -n "${per[$proto.rampart]:-}" ] && [ -n "${per[$proto.nginx]:-}" ] &&
+  if [ -n "${per[$proto.rampart]:-}" ] && [ -n "${per[$proto.nginx]:-}" ]; then # both measured (PROXIES)
     echo "$proto: rampart ${per[$proto.rampart]} nginx ${per[$proto.nginx]} haproxy ${per[$proto.haproxy]:-?} ratio $(awk -v a=${per[$proto.rampart]} -v b=${per[$proto.nginx]} 'BEGIN{printf "%.2f", a/b}')"
+  fi
 done
