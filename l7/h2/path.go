@@ -10,7 +10,8 @@ import (
 // need no escaping, an optional raw query. It reports false for anything
 // else (escapes, "*", control bytes, other characters), which the caller
 // hands to url.ParseRequestURI; FuzzParsePath holds the two to the same
-// result. Measured: 140 B and ~100 ns a request on BenchmarkServeRaw.
+// result. Measured: url.ParseRequestURI's URL was 140 of BenchmarkServeRaw's
+// 1538 bytes a request (go test -bench ServeRaw -memprofile).
 func parsePath(p string, u *url.URL) bool {
 	if p == "" || p[0] != '/' {
 		return false
