@@ -29,6 +29,8 @@ func TestCompareShRefusesBadKnobs(t *testing.T) {
 		{[]string{"H2_SERVER=nghttp2"}, "H2_SERVER must be std or rampart"},
 		{[]string{"PROTO=h4"}, "PROTO must be h1, h2, h3 or all"},
 		{[]string{"CHAIN=2"}, "CHAIN must be 0 or 1"},
+		{[]string{"BASELINE=/nonexistent/rampart"}, "BASELINE=/nonexistent/rampart is not an executable"},
+		{[]string{"BASELINE=/bin/true", "BASELINE_PORT=18443"}, "the *_PORT knobs must differ"},
 	} {
 		cmd := exec.Command("bash", "../compare.sh")
 		cmd.Env = append(os.Environ(), tc.env...)
@@ -36,5 +38,55 @@ func TestCompareShRefusesBadKnobs(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("%v: err %v, output %q; want it to say %q", tc.env, err, out, tc.want)
 		}
+	}
+}
+
+// TestCompareShBaseline runs compare.sh for real with BASELINE (one short
+// h1 round): the baseline proxy is loaded in the same round as rampart and
+// the summary gives the A/B line. Like TestQuickReport it needs root and
+// the perf tools, and skips without them except in CI.
+func TestCompareShBaseline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds rampart and runs a 1-round comparison")
+	}
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root")
+	}
+	for _, tool := range []string{"nginx", "wrk", "openssl", "curl", "ss", "pgrep", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) > 0 {
+		msg := "TestCompareShBaseline needs " + strings.Join(missing, ", ") + " (hack/deps.sh perf; run as root)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	bin := t.TempDir() + "/rampart"
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/rampart").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command("bash", "../compare.sh")
+	cmd.Env = append(os.Environ(), "RAMPART="+bin, "BASELINE="+bin, "PROTO=h1", "HAPROXY=0", "ROUNDS=1",
+		"DURATION=1s", "WARMUP=1s", "RAMPART_PROTOCOLS=h2, http1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("compare.sh with BASELINE: %v\n%s", err, out)
+	}
+	var ab, row bool
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 7 && f[0] == "h1" && f[3] == "baseline" && f[4] != "0" {
+			row = true // the per-proxy line: proto mode rate proxy req/cpu_s us/req p99
+		}
+		if strings.HasPrefix(line, "A/B (median of 1 rounds") {
+			ab = true
+		}
+	}
+	if !row || !ab {
+		t.Fatalf("no baseline line (%v) or A/B summary (%v) in:\n%s", row, ab, out)
 	}
 }
