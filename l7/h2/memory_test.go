@@ -80,11 +80,14 @@ func TestIdleConnectionMemory(t *testing.T) {
 	}
 }
 
-func workers(s *Server) int {
+func workers(s *Server) int { return sumConns(s, func(c *conn) int { return c.workers }) }
+
+// sumConns adds up f over s's connections, each read under its lock.
+func sumConns(s *Server, f func(*conn) int) int {
 	n := 0
 	s.conns.Each(func(c *conn) {
 		c.mu.Lock()
-		n += c.workers
+		n += f(c)
 		c.mu.Unlock()
 	})
 	return n

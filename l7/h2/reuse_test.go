@@ -24,15 +24,7 @@ func freeStreams(s *Server) (n int, held bool) {
 	return n, held
 }
 
-func idleWorkers(s *Server) int {
-	n := 0
-	s.conns.Each(func(c *conn) {
-		c.mu.Lock()
-		n += c.idleWorkers
-		c.mu.Unlock()
-	})
-	return n
-}
+func idleWorkers(s *Server) int { return sumConns(s, func(c *conn) int { return c.idleWorkers }) }
 
 // waitFor polls cond until it holds, failing after liveness.
 func waitFor(t *testing.T, what string, cond func() bool) {
