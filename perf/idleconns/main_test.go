@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestParseRSS(t *testing.T) {
@@ -39,6 +44,8 @@ func TestCheck(t *testing.T) {
 		"bad proto": {addr: "a:1", proto: "h3", n: 1, parallel: 1},
 		"n zero":    {addr: "a:1", proto: "h1", n: 0, parallel: 1},
 		"parallel":  {addr: "a:1", proto: "h1", n: 1, parallel: 0},
+		"gc url":    {addr: "a:1", proto: "h1", n: 1, parallel: 1, gcMetrics: "127.0.0.1:1/metrics", gcWait: time.Second},
+		"gc wait":   {addr: "a:1", proto: "h1", n: 1, parallel: 1, gcMetrics: "http://127.0.0.1:1/metrics"},
 	} {
 		if err := check(c); err == nil || !strings.Contains(err.Error(), "-") {
 			t.Errorf("%s: %v", name, err)
@@ -53,6 +60,53 @@ func FuzzParseRSS(f *testing.F) {
 		v, err := parseRSS(s)
 		if err == nil && v < 0 {
 			t.Fatalf("negative RSS %d from %q", v, s)
+		}
+	})
+}
+
+func TestParseGCCount(t *testing.T) {
+	got, err := parseGCCount("# HELP go_gc_duration_seconds x\ngo_gc_duration_seconds_sum 0.01\ngo_gc_duration_seconds_count 17\ngo_goroutines 9\n")
+	if err != nil || got != 17 {
+		t.Fatalf("parseGCCount = %d, %v", got, err)
+	}
+	for _, bad := range []string{"", "go_goroutines 9\n", "go_gc_duration_seconds_count x\n", "go_gc_duration_seconds_count -1\n", "go_gc_duration_seconds_count 1.5e3\n"} {
+		if _, err := parseGCCount(bad); err == nil {
+			t.Errorf("parseGCCount(%q) accepted", bad)
+		}
+	}
+}
+
+// TestWaitGC: the wait ends once the count grows, and fails past its limit
+// or on a page without the count.
+func TestWaitGC(t *testing.T) {
+	var n atomic.Int64
+	n.Store(5)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/none" {
+			fmt.Fprintln(w, "up 1")
+			return
+		}
+		fmt.Fprintf(w, "go_gc_duration_seconds_count %d\n", n.Load())
+	}))
+	defer srv.Close()
+	go func() { time.Sleep(1500 * time.Millisecond); n.Add(1) }()
+	if _, err := waitGC(srv.URL+"/metrics", time.Minute); err != nil {
+		t.Fatalf("waitGC after the count grew: %v", err)
+	}
+	if _, err := waitGC(srv.URL+"/metrics", time.Second); err == nil || !strings.Contains(err.Error(), "no garbage collection within") {
+		t.Fatalf("waitGC with a count that stays: %v", err)
+	}
+	if _, err := waitGC(srv.URL+"/none", time.Minute); err == nil || !strings.Contains(err.Error(), "no go_gc_duration_seconds_count") {
+		t.Fatalf("waitGC on a page without the count: %v", err)
+	}
+}
+
+func FuzzParseGCCount(f *testing.F) {
+	f.Add("go_gc_duration_seconds_count 17\n")
+	f.Add("go_gc_duration_seconds_count 99999999999999999999\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		if v, err := parseGCCount(s); err == nil && v < 0 {
+			t.Fatalf("negative count %d from %q", v, s)
 		}
 	})
 }
