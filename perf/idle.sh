@@ -83,7 +83,7 @@ start() { # start PROXY -> sets ppids (the processes whose RSS counts)
 }
 stop() { kill "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true; for _ in $(seq 50); do ss -Htln "sport = :$PORT" | grep -q . || return 0; sleep 0.1; done; }
 echo "# perf/idle.sh $(date -u +%FT%TZ) N=$N; $(nginx -v 2>&1 | sed 's/.*: //'), haproxy $(haproxy -v | awk 'NR==1{print $3}'), rampart $(git -C "$root" rev-parse --short HEAD)${RAMPART_H2:+ h2_server=$RAMPART_H2}"
-printf '%-6s %-8s %8s %14s %14s %12s\n' proto proxy conns rss_before_kB rss_after_kB per_conn_B
+printf '%-6s %-8s %8s %14s %14s %12s %10s\n' proto proxy conns rss_before_kB rss_after_kB per_conn_B gc_wait_s
 declare -A per
 for proto in $PROTOS; do
   for px in $PROXIES; do
@@ -93,7 +93,7 @@ for proto in $PROTOS; do
     out=$("$work/idleconns" -addr 127.0.0.1:$PORT -n "$N" -proto $proto -pid "$ppids" -settle "$SETTLE" "${gc[@]}") || { echo "$out" >&2; die "idleconns against $px ($proto) failed"; }
     v() { awk -v k="$1:" '$1==k{print $2}' <<<"$out"; }
     per[$proto.$px]=$(v rss_per_conn_bytes)
-    printf '%-6s %-8s %8s %14s %14s %12s\n' $proto $px "$(v connections)" $(($(v rss_before_bytes) / 1024)) $(($(v rss_after_bytes) / 1024)) "${per[$proto.$px]}"
+    printf '%-6s %-8s %8s %14s %14s %12s %10s\n' $proto $px "$(v connections)" $(($(v rss_before_bytes) / 1024)) $(($(v rss_after_bytes) / 1024)) "${per[$proto.$px]}" "$(v gc_waited_s)"
     stop
   done
 done
