@@ -49,22 +49,7 @@ func TestCompareShBaseline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds rampart and runs a 1-round comparison")
 	}
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	for _, tool := range []string{"nginx", "wrk", "openssl", "curl", "ss", "pgrep", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool)
-		}
-	}
-	if len(missing) > 0 {
-		msg := "TestCompareShBaseline needs " + strings.Join(missing, ", ") + " (hack/deps.sh perf; run as root)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	needPerfLab(t, 1, "nginx", "wrk", "openssl", "curl", "ss", "pgrep", "go")
 	bin := t.TempDir() + "/rampart"
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/rampart").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

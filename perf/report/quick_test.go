@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -21,25 +22,7 @@ func TestQuickReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the quick perf suite takes ~2.5 minutes")
 	}
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	if runtime.NumCPU() < 2 {
-		missing = append(missing, "a second CPU (pinning)")
-	}
-	for _, tool := range []string{"nginx", "haproxy", "openssl", "curl", "ss", "pgrep", "taskset", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool)
-		}
-	}
-	if len(missing) > 0 {
-		msg := "TestQuickReport needs " + strings.Join(missing, ", ") + " (hack/deps.sh perf; run as root)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	needPerfLab(t, 2, "nginx", "haproxy", "openssl", "curl", "ss", "pgrep", "taskset", "go")
 	out := t.TempDir()
 	o, err := parseArgs([]string{"-suite", "quick", "-root", "../..", "-out", out}, func(string) string { return "" })
 	if err != nil {
@@ -95,5 +78,30 @@ func TestQuickReport(t *testing.T) {
 	}
 	if len(res.XDP.Paths) == 0 || len(res.XDP.Flood) != 2 {
 		t.Errorf("xdp: %d paths, %d floods", len(res.XDP.Paths), len(res.XDP.Flood))
+	}
+}
+
+// needPerfLab fails the test in CI (CI=1), and skips it elsewhere, naming
+// what is missing: root, cpus CPUs (for pinning) and the tools.
+func needPerfLab(t *testing.T, cpus int, tools ...string) {
+	t.Helper()
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root")
+	}
+	if runtime.NumCPU() < cpus {
+		missing = append(missing, fmt.Sprintf("%d CPUs (pinning)", cpus))
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) > 0 {
+		msg := t.Name() + " needs " + strings.Join(missing, ", ") + " (hack/deps.sh perf; run as root)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 }
